@@ -1,0 +1,118 @@
+// The one place where drivers are chosen from the settings: an empty host/endpoint selects the embedded engine.
+import { join, resolve } from 'node:path'
+import type { Settings } from '../kernel/config/schema.ts'
+import type { Logger } from '../kernel/log.ts'
+import type { Adapters, Embedder, ObjectStore, Queue, Sql, VectorStore } from './ports.ts'
+import { migrate } from './metadata/migrate.ts'
+
+export type { Adapters }
+
+export interface AdapterChoice {
+  metadata: 'pglite' | 'postgres'
+  objects: 'local' | 's3'
+  queue: 'embedded' | 'redis'
+  vectors: 'embedded' | 'qdrant'
+}
+
+export function chooseDrivers(s: Settings): AdapterChoice {
+  return {
+    metadata: s.postgres.host ? 'postgres' : 'pglite',
+    objects: s.s3.endpoint ? 's3' : 'local',
+    queue: s.redis.host ? 'redis' : 'embedded',
+    vectors: s.qdrant.host ? 'qdrant' : 'embedded',
+  }
+}
+
+export const dataPath = (s: Settings, ...parts: string[]) => resolve(join(s.data_dir, ...parts))
+
+export async function createSql(s: Settings): Promise<Sql> {
+  if (s.postgres.host) {
+    const { createPostgresSql } = await import('./metadata/postgres.ts')
+    return createPostgresSql({
+      host: s.postgres.host, port: s.postgres.port, database: s.postgres.dbname, user: s.postgres.user,
+      password: s.postgres.password, poolSize: s.postgres.pool_size, connectTimeoutSec: s.postgres.connect_timeout,
+    })
+  }
+  const { createPgliteSql } = await import('./metadata/pglite.ts')
+  return createPgliteSql({ dir: dataPath(s, 'pglite') })
+}
+
+export async function createObjects(s: Settings): Promise<ObjectStore> {
+  if (s.s3.endpoint) {
+    const { createS3ObjectStore } = await import('./objects/s3.ts')
+    return createS3ObjectStore({
+      endpoint: s.s3.endpoint, accessKey: s.s3.access_key, secretKey: s.s3.secret_key,
+      bucket: s.s3.rag_bucket, region: s.s3.region, insecure: s.s3.insecure,
+    })
+  }
+  const { createLocalObjectStore } = await import('./objects/local.ts')
+  return createLocalObjectStore({ dir: dataPath(s, 'objects') })
+}
+
+export async function createQueue(s: Settings): Promise<Queue> {
+  if (s.redis.host) {
+    const { createRedisQueue } = await import('./queue/redis.ts')
+    return createRedisQueue({ host: s.redis.host, port: s.redis.port, password: s.redis.password, db: s.redis.db, prefix: s.redis.key_prefix })
+  }
+  const { createEmbeddedQueue } = await import('./queue/embedded.ts')
+  return createEmbeddedQueue({ dir: dataPath(s, 'queue') })
+}
+
+export async function createVectors(s: Settings): Promise<VectorStore> {
+  if (s.qdrant.host) {
+    const { createQdrantVectorStore } = await import('./vectors/qdrant.ts')
+    return createQdrantVectorStore({
+      host: s.qdrant.host, port: s.qdrant.port, insecure: s.qdrant.insecure,
+      apiKey: s.qdrant.api_key || undefined, dimensions: s.embedding.vector_size,
+    })
+  }
+  const { createEmbeddedVectorStore } = await import('./vectors/embedded.ts')
+  return createEmbeddedVectorStore({ dir: dataPath(s, 'vectors'), dimensions: s.embedding.vector_size })
+}
+
+export async function createEmbedderFromSettings(s: Settings): Promise<Embedder> {
+  const { createEmbedder } = await import('./embedders/index.ts')
+  return createEmbedder({
+    name: s.provider.name, url: s.provider.url, apiKey: s.provider.api_key,
+    model: s.embedding.model, dimensions: s.embedding.vector_size,
+    batchSize: s.embedding.batch_size, timeoutMs: s.embedding.timeout_sec * 1000, maxRetries: s.embedding.max_retries,
+  })
+}
+
+/** Opens every port; on failure closes what was opened and rethrows. Migrations run on the metadata store. */
+export async function createAdapters(s: Settings, log?: Logger): Promise<Adapters> {
+  const opened: { close(): Promise<void> }[] = []
+  const open = async <T extends { close(): Promise<void> }>(what: string, make: () => Promise<T>): Promise<T> => {
+    const started = performance.now()
+    const value = await make()
+    opened.push(value)
+    log?.debug({ port: what, driver: (value as { name?: string }).name, ms: Math.round(performance.now() - started) }, 'adapter ready')
+    return value
+  }
+  try {
+    const sql = await open('metadata', () => createSql(s))
+    const applied = await migrate(sql)
+    if (applied.length > 0) log?.info({ versions: applied }, 'migrations applied')
+    const [objects, queue, vectors, embedder] = await Promise.all([
+      open('objects', () => createObjects(s)),
+      open('queue', () => createQueue(s)),
+      open('vectors', () => createVectors(s)),
+      open('embeddings', () => createEmbedderFromSettings(s)),
+    ])
+    return { sql, objects, queue, vectors, embedder }
+  } catch (err) {
+    for (const a of opened.reverse()) await a.close().catch(() => {})
+    throw err
+  }
+}
+
+/** Closes in reverse order of opening; one failure does not stop the others. */
+export async function closeAdapters(a: Adapters, log?: Logger): Promise<void> {
+  for (const [name, port] of [['embeddings', a.embedder], ['vectors', a.vectors], ['queue', a.queue], ['objects', a.objects], ['metadata', a.sql]] as const) {
+    try {
+      await port.close()
+    } catch (err) {
+      log?.warn({ err, port: name }, 'adapter close failed')
+    }
+  }
+}

@@ -1,0 +1,344 @@
+// The kernel: boots plugins in dependency order, routes requests through hooks and validation to handlers,
+// and turns results and errors into responses. Transports (uWS, inject) call the dispatcher.
+import { Readable } from 'node:stream'
+import type { TSchema } from '@sinclair/typebox'
+import { closeAdapters, createAdapters } from '../adapters/index.ts'
+import type { Adapters } from '../adapters/ports.ts'
+import type { Settings } from './config/schema.ts'
+import { AppError, ValidationError } from './errors.ts'
+import { listenUws, type UwsServer } from './http/uws.ts'
+import type { BodyPlan, BodySource, Dispatcher, HttpExchange, HttpResult } from './http/types.ts'
+import { createLogger, type Logger } from './log.ts'
+import { Reply, type Plugin, type PluginContext, type Request, type RequestHook, type RouteInfo, type RouteSpec } from './plugin.ts'
+import { Router, type Method } from './router.ts'
+import { compile, type CompiledSchema } from './validate.ts'
+
+interface CompiledRoute {
+  info: RouteInfo
+  params?: CompiledSchema<TSchema>
+  query?: CompiledSchema<TSchema>
+  body?: CompiledSchema<TSchema>
+  handler: (req: Request<never, never, never>) => unknown
+}
+
+export interface AppOptions {
+  settings: Readonly<Settings>
+  plugins: readonly Plugin<unknown>[]
+  /** Prebuilt ports (tests); otherwise opened from the settings and closed by app.close(). */
+  adapters?: Adapters
+  log?: Logger
+}
+
+export interface InjectRequest {
+  method: Method
+  url: string
+  headers?: Record<string, string>
+  body?: string | Uint8Array | object
+}
+
+export interface InjectResponse {
+  status: number
+  headers: Record<string, string>
+  body: Buffer
+  text(): string
+  json<T = any>(): T
+}
+
+export interface App {
+  readonly settings: Readonly<Settings>
+  readonly log: Logger
+  readonly adapters: Adapters
+  readonly routes: readonly RouteInfo[]
+  use<T>(name: string): T
+  listen(port?: number, host?: string): Promise<number>
+  /** Stops accepting, lets in-flight requests finish, closes plugins in reverse order, then the ports. */
+  close(): Promise<void>
+  /** Runs a request through the same pipeline without a socket. */
+  inject(req: InjectRequest): Promise<InjectResponse>
+}
+
+const JSON_HEADERS = Object.freeze({ 'content-type': 'application/json' })
+const toOpenApiPath = (p: string) => p
+const toRouterPath = (p: string) => p.replace(/\{([^}]+)\}/g, ':$1')
+
+let requestCounter = 0
+const requestPrefix = Date.now().toString(36)
+const REQUEST_ID = /^[\w.:-]{1,128}$/
+
+export function errorBody(err: unknown): { status: number; body: Record<string, unknown>; headers: Record<string, string> } {
+  if (err instanceof ValidationError) return { status: 422, body: { detail: err.issues }, headers: {} }
+  if (err instanceof AppError) return { status: err.status, body: { ...err.extra, detail: err.message }, headers: err.headers ?? {} }
+  return { status: 500, body: { detail: 'Internal Server Error' }, headers: {} }
+}
+
+export async function createApp(opts: AppOptions): Promise<App> {
+  const { settings } = opts
+  const log = opts.log ?? createLogger(settings.logging.level)
+  const bootStarted = performance.now()
+  const ownsAdapters = !opts.adapters
+  const adapters = opts.adapters ?? (await createAdapters(settings, log))
+  const router = new Router<CompiledRoute>()
+  const routes: RouteInfo[] = []
+  const hooks: RequestHook[] = []
+  const services = new Map<string, unknown>()
+  const booted: { plugin: Plugin<unknown>; service: unknown }[] = []
+  const jsonLimit = settings.server.json_body_limit_kb * 1024
+
+  const addRoute = (spec: RouteSpec<TSchema | undefined, TSchema | undefined, TSchema | undefined>, pluginName: string) => {
+    const info: RouteInfo = {
+      method: spec.method,
+      path: toOpenApiPath(spec.path),
+      summary: spec.summary,
+      description: spec.description,
+      tags: spec.tags ?? [pluginName],
+      operationId: spec.operationId ?? `${spec.method.toLowerCase()}_${spec.path.replace(/[{}]/g, '').replace(/[^a-zA-Z0-9]+/g, '_').replace(/^_|_$/g, '')}`,
+      params: spec.params,
+      query: spec.query,
+      body: spec.body,
+      bodyKind: spec.bodyKind ?? (spec.body ? 'json' : 'none'),
+      status: spec.status ?? 200,
+      responses: spec.responses ?? {},
+      access: spec.access ?? { level: 'authenticated' },
+      hidden: spec.hidden ?? false,
+    }
+    router.add(spec.method, toRouterPath(spec.path), {
+      info,
+      params: spec.params ? compile(spec.params) : undefined,
+      query: spec.query ? compile(spec.query) : undefined,
+      body: spec.body ? compile(spec.body) : undefined,
+      handler: spec.handler as CompiledRoute['handler'],
+    })
+    routes.push(info)
+  }
+
+  // Boot in dependency order: a plugin registers after everything it depends on.
+  const byName = new Map(opts.plugins.map((p) => [p.name, p]))
+  const order: Plugin<unknown>[] = []
+  const visiting = new Set<string>()
+  const visit = (p: Plugin<unknown>, chain: string[]) => {
+    if (order.includes(p)) return
+    if (visiting.has(p.name)) throw new AppError('KERNEL_PLUGIN_CYCLE', 500, `plugin dependency cycle: ${[...chain, p.name].join(' -> ')}`)
+    visiting.add(p.name)
+    for (const dep of p.dependsOn ?? []) {
+      const d = byName.get(dep)
+      if (!d) throw new AppError('KERNEL_PLUGIN_MISSING_DEPENDENCY', 500, `plugin '${p.name}' depends on '${dep}', which is not loaded`)
+      visit(d, [...chain, p.name])
+    }
+    visiting.delete(p.name)
+    order.push(p)
+  }
+  for (const p of opts.plugins) visit(p, [])
+
+  try {
+    for (const plugin of order) {
+      const started = performance.now()
+      const ctx: PluginContext = {
+        settings,
+        log: log.child({ plugin: plugin.name }),
+        adapters,
+        route: (spec) => addRoute(spec as never, plugin.name),
+        use: <T>(name: string): T => {
+          if (!(plugin.dependsOn ?? []).includes(name)) {
+            throw new AppError('KERNEL_PLUGIN_UNDECLARED_DEPENDENCY', 500, `plugin '${plugin.name}' uses '${name}' without listing it in dependsOn`)
+          }
+          return services.get(name) as T
+        },
+        hooks: { onRequest: (hook) => void hooks.push(hook) },
+        routes: () => routes,
+      }
+      const service = await plugin.register(ctx)
+      services.set(plugin.name, service)
+      booted.push({ plugin, service })
+      log.info({ plugin: plugin.name, ms: +(performance.now() - started).toFixed(1) }, 'plugin registered')
+    }
+  } catch (err) {
+    await closePlugins()
+    if (ownsAdapters) await closeAdapters(adapters, log)
+    throw err
+  }
+  log.info({ plugins: order.map((p) => p.name), routes: routes.length, ms: +(performance.now() - bootStarted).toFixed(1) }, 'kernel booted')
+
+  async function closePlugins() {
+    for (const { plugin, service } of booted.reverse()) {
+      try {
+        await plugin.close?.(service)
+      } catch (err) {
+        log.warn({ err, plugin: plugin.name }, 'plugin close failed')
+      }
+    }
+    booted.length = 0
+  }
+
+  const plan = (method: Method, path: string): BodyPlan => {
+    const found = router.find(method, path)
+    if (found.kind !== 'found') return { kind: 'discard', limit: 0 }
+    const kind = found.value.info.bodyKind
+    if (kind === 'multipart' || kind === 'stream') return { kind: 'stream', limit: Infinity }
+    if (kind === 'json') return { kind: 'buffer', limit: jsonLimit }
+    return { kind: 'discard', limit: 0 }
+  }
+
+  const jsonResult = (status: number, body: unknown, headers: Record<string, string> = {}): HttpResult => ({
+    status,
+    headers: { ...JSON_HEADERS, ...headers },
+    body: body === undefined ? null : JSON.stringify(body),
+  })
+
+  const refuse = (status: number, detail: string): HttpResult =>
+    jsonResult(status, { detail }, status === 413 || status === 503 ? { connection: 'close' } : {})
+
+  const dispatch = async (ex: HttpExchange): Promise<HttpResult> => {
+    const started = performance.now()
+    const headerId = ex.headers['x-request-id']
+    const id = headerId && REQUEST_ID.test(headerId) ? headerId : `${requestPrefix}-${(++requestCounter).toString(36)}`
+    const found = router.find(ex.method, ex.path)
+    let result: HttpResult
+    let route: CompiledRoute | undefined
+    if (found.kind === 'found') {
+      route = found.value
+      result = await run(route, found.params, ex, id)
+    } else if (found.kind === 'method_not_allowed') {
+      result = jsonResult(405, { detail: 'Method Not Allowed' }, { allow: found.allowed.join(', ') })
+    } else if (found.kind === 'bad_path') {
+      result = jsonResult(400, { detail: 'Malformed percent-encoding in the path' })
+    } else {
+      result = jsonResult(404, { detail: 'Not Found' })
+    }
+    result.headers['x-request-id'] = id
+    if (log.isLevelEnabled('debug')) {
+      log.debug({ reqId: id, method: ex.method, path: ex.path, route: route?.info.path, status: result.status, ms: +(performance.now() - started).toFixed(2) }, 'request')
+    }
+    return result
+  }
+
+  async function run(route: CompiledRoute, rawParams: Record<string, string>, ex: HttpExchange, id: string): Promise<HttpResult> {
+    const { info } = route
+    const req: Request<any, any, any> = {
+      id,
+      method: ex.method,
+      path: ex.path,
+      params: rawParams,
+      query: {},
+      body: undefined,
+      headers: ex.headers,
+      remoteAddress: ex.remoteAddress,
+      signal: ex.signal,
+      caller: null,
+      log,
+      stream: () => ex.body.stream(),
+    }
+    try {
+      for (const hook of hooks) await hook(req, info)
+      if (route.params) req.params = route.params.parse(rawParams, 'path')
+      if (route.query || ex.rawQuery) req.query = parseQuery(ex.rawQuery, route.query)
+      if (info.bodyKind === 'json') {
+        const buf = await ex.body.buffer()
+        req.body = parseJsonBody(buf, route.body !== undefined)
+        if (route.body) req.body = route.body.parse(req.body, 'body')
+      }
+      const out = await route.handler(req as never)
+      return toResult(out, info.status)
+    } catch (err) {
+      const { status, body, headers } = errorBody(err)
+      if (status >= 500) log.error({ err, reqId: id, method: ex.method, path: ex.path }, 'request failed')
+      return jsonResult(status, body, headers)
+    }
+  }
+
+  const toResult = (out: unknown, status: number): HttpResult => {
+    if (out instanceof Reply) {
+      if (out.kind === 'json') return jsonResult(out.status, out.body, out.headers)
+      return { status: out.status, headers: { ...out.headers }, body: out.body as string | Uint8Array | Readable }
+    }
+    return jsonResult(out === undefined ? 204 : status, out)
+  }
+
+  const dispatcher: Dispatcher = { plan, dispatch, refuse }
+  let server: UwsServer | null = null
+  let closed = false
+
+  return {
+    settings,
+    log,
+    adapters,
+    routes,
+    use: <T>(name: string) => services.get(name) as T,
+    async listen(port = settings.server.port, host = settings.server.host) {
+      server = await listenUws(dispatcher, { host, port, log })
+      log.info({ host, port: server.port }, 'listening')
+      return server.port
+    },
+    async close() {
+      if (closed) return
+      closed = true
+      await server?.close(settings.server.shutdown_grace_sec * 1000)
+      await closePlugins()
+      if (ownsAdapters) await closeAdapters(adapters, log)
+      log.info('closed')
+      log.flush?.()
+    },
+    async inject(r) {
+      const [path, rawQuery = ''] = r.url.split(/\?(.*)/s, 2)
+      const headers: Record<string, string> = {}
+      for (const [k, v] of Object.entries(r.headers ?? {})) headers[k.toLowerCase()] = v
+      let bytes: Buffer
+      if (r.body === undefined) bytes = Buffer.alloc(0)
+      else if (typeof r.body === 'string') bytes = Buffer.from(r.body)
+      else if (r.body instanceof Uint8Array) bytes = Buffer.from(r.body)
+      else {
+        bytes = Buffer.from(JSON.stringify(r.body))
+        headers['content-type'] ??= 'application/json'
+      }
+      const p = plan(r.method, path)
+      const body: BodySource = {
+        buffer: async () => {
+          if (p.kind === 'buffer' && bytes.length > p.limit) {
+            throw new AppError('BODY_TOO_LARGE', 413, `Request body too large: at most ${p.limit} bytes`)
+          }
+          return bytes
+        },
+        stream: () => Readable.from([bytes]),
+      }
+      const result = await dispatch({ method: r.method, path, rawQuery, headers, remoteAddress: '127.0.0.1', body, signal: new AbortController().signal })
+      let out: Buffer
+      if (result.body instanceof Readable) {
+        const parts: Buffer[] = []
+        for await (const part of result.body) parts.push(Buffer.from(part as Buffer))
+        out = Buffer.concat(parts)
+      } else out = Buffer.from(result.body ?? '')
+      return {
+        status: result.status,
+        headers: result.headers,
+        body: out,
+        text: () => out.toString('utf8'),
+        json: () => JSON.parse(out.toString('utf8')),
+      }
+    },
+  }
+}
+
+function parseJsonBody(buf: Buffer, required: boolean): unknown {
+  if (buf.length === 0) {
+    if (required) throw new ValidationError([{ loc: ['body'], msg: 'Field required', type: 'missing' }])
+    return undefined
+  }
+  try {
+    return JSON.parse(buf.toString('utf8'))
+  } catch (err) {
+    const pos = /position (\d+)/.exec((err as Error).message)
+    throw new ValidationError([{ loc: ['body', pos ? Number(pos[1]) : 0], msg: `JSON decode error: ${(err as Error).message}`, type: 'json_invalid' }])
+  }
+}
+
+/** Query strings: the last value of a key wins, except for keys the schema declares as arrays. */
+function parseQuery(raw: string, schema?: CompiledSchema<TSchema>): Record<string, unknown> {
+  const out: Record<string, unknown> = {}
+  if (raw) {
+    const props = (schema?.schema as { properties?: Record<string, { type?: string }> } | undefined)?.properties ?? {}
+    for (const [k, v] of new URLSearchParams(raw)) {
+      if (props[k]?.type === 'array') ((out[k] ??= []) as string[]).push(v)
+      else out[k] = v
+    }
+  }
+  return schema ? (schema.parse(out, 'query') as Record<string, unknown>) : out
+}

@@ -1,0 +1,53 @@
+// Entry point: `tsx kernel/main.ts [serve|worker|mcp] [--config settings.yaml]`.
+import { createApp, type App } from './app.ts'
+import { ConfigError, loadSettings } from './config/load.ts'
+import { createLogger } from './log.ts'
+import { defaultPlugins } from './plugins.ts'
+
+const command = process.argv.slice(2).find((a) => !a.startsWith('-') && !process.argv[process.argv.indexOf(a) - 1]?.startsWith('--config')) ?? 'serve'
+
+async function main(): Promise<void> {
+  let loaded
+  try {
+    loaded = loadSettings()
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${err.message}\n`)
+      process.exit(2)
+    }
+    throw err
+  }
+  const log = createLogger(loaded.settings.logging.level)
+  log.info({ settings: loaded.source, command }, 'starting')
+  for (const w of loaded.warnings) log.warn(w)
+
+  if (command !== 'serve') {
+    log.error({ command }, `unknown command '${command}': use serve`)
+    process.exit(2)
+  }
+
+  let app: App
+  try {
+    app = await createApp({ settings: loaded.settings, plugins: defaultPlugins(), log })
+    await app.listen()
+  } catch (err) {
+    log.fatal({ err }, 'start failed')
+    log.flush()
+    process.exit(1)
+  }
+
+  let stopping = false
+  const stop = async (signal: string) => {
+    if (stopping) return
+    stopping = true
+    log.info({ signal }, 'shutting down')
+    const force = setTimeout(() => process.exit(1), (loaded.settings.server.shutdown_grace_sec + 20) * 1000)
+    force.unref()
+    await app.close()
+    process.exit(0)
+  }
+  process.once('SIGTERM', () => void stop('SIGTERM'))
+  process.once('SIGINT', () => void stop('SIGINT'))
+}
+
+void main()

@@ -1,0 +1,158 @@
+// Knowledge bases and their settings overrides, on the metadata port.
+import type { Adapters, SqlRunner } from '../../adapters/ports.ts'
+import { isUniqueViolation } from '../../adapters/metadata/common.ts'
+import { effectiveKbSettings, kbSettingsView, validateOverrides, type Overrides } from '../../kernel/config/kb-settings.ts'
+import type { KbSettings, Settings } from '../../kernel/config/schema.ts'
+import { conflict, notFound } from '../../kernel/errors.ts'
+
+export interface KnowledgeBase {
+  kb_id: string
+  kb_name: string
+  description: string
+  tags: string[]
+  status: string
+  created_at: string
+  updated_at: string
+}
+
+export interface CreateKb {
+  kb_id: string
+  kb_name?: string
+  description?: string
+  tags?: string[]
+}
+
+export type PatchKb = Partial<Omit<CreateKb, 'kb_id'>>
+
+const COLUMNS = 'kb_id, kb_name, description, tags, status, created_at, updated_at'
+
+export const kbNotFound = (kbId: string) => notFound(`Knowledge base '${kbId}' not found`, 'KB_NOT_FOUND')
+
+export interface KbService {
+  create(input: CreateKb, createdBy?: string | null): Promise<KnowledgeBase>
+  list(): Promise<KnowledgeBase[]>
+  get(kbId: string): Promise<KnowledgeBase>
+  exists(kbId: string): Promise<boolean>
+  patch(kbId: string, input: PatchKb): Promise<void>
+  /** Order: vector collection, stored objects, metadata (document rows cascade). */
+  delete(kbId: string): Promise<{ s3_objects_deleted: number }>
+  /** Creates the settings' pre-registered KBs that are absent; never modifies existing ones. */
+  ensurePreregistered(kbs: Settings['knowledge_bases']): Promise<string[]>
+  getOverrides(kbId: string): Promise<Overrides>
+  replaceOverrides(kbId: string, overrides: Overrides): Promise<Overrides>
+  patchOverrides(kbId: string, overrides: Overrides): Promise<Overrides>
+  clearOverrides(kbId: string): Promise<void>
+  /** Global settings merged with the KB's overrides: what ingestion and auto-merge use. */
+  effectiveSettings(kbId: string): Promise<KbSettings>
+  settingsView(kbId: string): Promise<KbSettings>
+}
+
+export function createKbService(adapters: Adapters, settings: Readonly<Settings>): KbService {
+  const { sql } = adapters
+
+  const requireKb = async (db: SqlRunner, kbId: string, lock = false) => {
+    const rows = await db.query(`SELECT 1 FROM knowledge_bases WHERE kb_id = $1${lock ? ' FOR UPDATE' : ''}`, [kbId])
+    if (rows.length === 0) throw kbNotFound(kbId)
+  }
+
+  const readOverrides = async (db: SqlRunner, kbId: string): Promise<Overrides> => {
+    const rows = await db.query<{ overrides: Overrides }>('SELECT overrides FROM kb_settings_overrides WHERE kb_id = $1', [kbId])
+    return rows[0]?.overrides ?? {}
+  }
+
+  const writeOverrides = async (db: SqlRunner, kbId: string, overrides: Overrides) => {
+    await db.query(
+      `INSERT INTO kb_settings_overrides (kb_id, overrides, updated_at) VALUES ($1, $2::jsonb, now())
+       ON CONFLICT (kb_id) DO UPDATE SET overrides = EXCLUDED.overrides, updated_at = now()`,
+      [kbId, overrides],
+    )
+  }
+
+  const service: KbService = {
+    async create(input, createdBy = null) {
+      try {
+        const rows = await sql.query<KnowledgeBase>(
+          `INSERT INTO knowledge_bases (kb_id, kb_name, description, tags, created_by)
+           VALUES ($1, $2, $3, $4::jsonb, $5) RETURNING ${COLUMNS}`,
+          [input.kb_id, input.kb_name ?? '', input.description ?? '', input.tags ?? [], createdBy],
+        )
+        return rows[0]
+      } catch (err) {
+        if (isUniqueViolation(err)) throw conflict(`Knowledge base '${input.kb_id}' already exists`, 'KB_EXISTS')
+        throw err
+      }
+    },
+    list: () => sql.query<KnowledgeBase>(`SELECT ${COLUMNS} FROM knowledge_bases ORDER BY created_at, kb_id`),
+    async get(kbId) {
+      const rows = await sql.query<KnowledgeBase>(`SELECT ${COLUMNS} FROM knowledge_bases WHERE kb_id = $1`, [kbId])
+      if (rows.length === 0) throw kbNotFound(kbId)
+      return rows[0]
+    },
+    async exists(kbId) {
+      return (await sql.query('SELECT 1 FROM knowledge_bases WHERE kb_id = $1', [kbId])).length > 0
+    },
+    async patch(kbId, input) {
+      const sets: string[] = []
+      const params: unknown[] = [kbId]
+      for (const key of ['kb_name', 'description', 'tags'] as const) {
+        if (input[key] === undefined) continue
+        params.push(input[key])
+        sets.push(`${key} = $${params.length}${key === 'tags' ? '::jsonb' : ''}`)
+      }
+      const rows = await sql.query(
+        `UPDATE knowledge_bases SET ${[...sets, 'updated_at = now()'].join(', ')} WHERE kb_id = $1 RETURNING kb_id`,
+        params,
+      )
+      if (rows.length === 0) throw kbNotFound(kbId)
+    },
+    async delete(kbId) {
+      await requireKb(sql, kbId)
+      await adapters.vectors.dropCollection(kbId)
+      const removed = await adapters.objects.deletePrefix(`${kbId}/`)
+      const rows = await sql.query('DELETE FROM knowledge_bases WHERE kb_id = $1 RETURNING kb_id', [kbId])
+      if (rows.length === 0) throw kbNotFound(kbId)
+      return { s3_objects_deleted: removed }
+    },
+    async ensurePreregistered(kbs) {
+      const created: string[] = []
+      for (const kb of kbs) {
+        const rows = await sql.query(
+          `INSERT INTO knowledge_bases (kb_id, kb_name, description, tags) VALUES ($1, $2, $3, $4::jsonb)
+           ON CONFLICT (kb_id) DO NOTHING RETURNING kb_id`,
+          [kb.id, kb.name, kb.description, kb.tags],
+        )
+        if (rows.length > 0) created.push(kb.id)
+      }
+      return created
+    },
+    async getOverrides(kbId) {
+      await requireKb(sql, kbId)
+      return readOverrides(sql, kbId)
+    },
+    replaceOverrides: (kbId, overrides) =>
+      sql.transaction(async (tx) => {
+        await requireKb(tx, kbId, true)
+        const next = validateOverrides(overrides, settings as Settings, {})
+        await writeOverrides(tx, kbId, next)
+        return next
+      }),
+    patchOverrides: (kbId, overrides) =>
+      sql.transaction(async (tx) => {
+        await requireKb(tx, kbId, true)
+        const next = validateOverrides(overrides, settings as Settings, await readOverrides(tx, kbId))
+        await writeOverrides(tx, kbId, next)
+        return next
+      }),
+    async clearOverrides(kbId) {
+      await requireKb(sql, kbId)
+      await sql.query('DELETE FROM kb_settings_overrides WHERE kb_id = $1', [kbId])
+    },
+    async effectiveSettings(kbId) {
+      return effectiveKbSettings(settings as Settings, await service.getOverrides(kbId))
+    },
+    async settingsView(kbId) {
+      return kbSettingsView(settings as Settings, await service.getOverrides(kbId))
+    },
+  }
+  return service
+}

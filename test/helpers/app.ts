@@ -1,0 +1,81 @@
+// Starts the whole service on an ephemeral port with a temporary data folder, on the embedded default or,
+// with `services`, on PostgreSQL + Redis + S3 (s3rver). Everything is torn down by t.after.
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { randomBytes } from 'node:crypto'
+import type { TestContext } from 'node:test'
+import { createApp, type App } from '../../kernel/app.ts'
+import { resolveSettings } from '../../kernel/config/load.ts'
+import { createLogger } from '../../kernel/log.ts'
+import type { Plugin } from '../../kernel/plugin.ts'
+import { defaultPlugins } from '../../kernel/plugins.ts'
+import { createTempDatabase } from './pg.ts'
+import { serviceUrl } from './services.ts'
+
+export interface StartedApp {
+  app: App
+  url: string
+  dataDir: string
+  /** fetch relative to the service. */
+  request(path: string, init?: RequestInit & { json?: unknown }): Promise<Response>
+}
+
+export interface StartOptions {
+  /** Raw settings merged over the test defaults (as if read from YAML). */
+  settings?: Record<string, any>
+  /** Run on PostgreSQL + Redis + s3rver instead of the embedded engines. */
+  services?: boolean
+  plugins?: Plugin<any>[]
+  listen?: boolean
+}
+
+export async function startApp(t: TestContext | { after(fn: () => unknown): void }, opts: StartOptions = {}): Promise<StartedApp> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'quarry-test-'))
+  const cleanups: (() => Promise<void> | void)[] = [() => rmSync(dataDir, { recursive: true, force: true })]
+  const raw: Record<string, any> = {
+    data_dir: dataDir,
+    logging: { level: 'ERROR' },
+    embedding: { vector_size: 64 },
+    server: { shutdown_grace_sec: 2 },
+    ...opts.settings,
+  }
+  if (opts.services) {
+    const pgUrl = serviceUrl('postgres')
+    const redisUrl = serviceUrl('redis')
+    if (!pgUrl || !redisUrl) throw new Error('services requested but TEST_POSTGRES_URL / TEST_REDIS_URL are not set')
+    const db = await createTempDatabase(pgUrl)
+    cleanups.push(() => db.drop())
+    const { startS3rver } = await import('./s3rver.ts')
+    const s3 = await startS3rver()
+    cleanups.push(() => s3.close())
+    const r = new URL(redisUrl)
+    raw.postgres = { host: db.host, port: db.port, user: db.user, dbname: db.database, ...raw.postgres }
+    raw.redis = { host: r.hostname, port: Number(r.port || 6379), db: 0, key_prefix: `qt-${randomBytes(4).toString('hex')}`, ...raw.redis }
+    raw.s3 = { endpoint: s3.endpoint, access_key: s3.accessKey, secret_key: s3.secretKey, rag_bucket: s3.bucket, insecure: true, ...raw.s3 }
+  }
+  const { settings } = resolveSettings(raw, { REDIS_PASSWORD: undefined })
+  const app = await createApp({ settings, plugins: opts.plugins ?? defaultPlugins(), log: createLogger('SILENT') })
+  cleanups.unshift(() => app.close())
+  t.after(async () => {
+    for (const c of cleanups) await c()
+  })
+  let url = ''
+  if (opts.listen !== false) {
+    const port = await app.listen(0, '127.0.0.1')
+    url = `http://127.0.0.1:${port}`
+  }
+  return {
+    app,
+    url,
+    dataDir,
+    request(path, init = {}) {
+      const { json, ...rest } = init
+      const headers = new Headers(rest.headers)
+      if (json !== undefined) headers.set('content-type', 'application/json')
+      return fetch(url + path, { ...rest, headers, body: json !== undefined ? JSON.stringify(json) : rest.body })
+    },
+  }
+}
+
+export const uniqueId = (prefix = 'kb') => `${prefix}-${randomBytes(4).toString('hex')}`

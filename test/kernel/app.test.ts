@@ -1,0 +1,260 @@
+import { describe, it } from 'node:test'
+import assert from 'node:assert/strict'
+import { Readable } from 'node:stream'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Type } from '@sinclair/typebox'
+import { createApp, type App } from '../../kernel/app.ts'
+import { resolveSettings } from '../../kernel/config/load.ts'
+import { AppError } from '../../kernel/errors.ts'
+import { readMultipart } from '../../kernel/http/multipart.ts'
+import { createLogger } from '../../kernel/log.ts'
+import { definePlugin, reply, streamReply, type Plugin } from '../../kernel/plugin.ts'
+import type { Adapters } from '../../adapters/ports.ts'
+
+// Kernel tests exercise routing, validation and the plugin loader; no plugin here touches a port.
+const noAdapters = {} as Adapters
+
+async function boot(plugins: Plugin<any>[], settings: Record<string, unknown> = {}): Promise<{ app: App; url: string }> {
+  const { settings: s } = resolveSettings({ server: { json_body_limit_kb: 1, shutdown_grace_sec: 5 }, ...settings })
+  const app = await createApp({ settings: s, plugins, adapters: noAdapters, log: createLogger('SILENT') })
+  const port = await app.listen(0, '127.0.0.1')
+  return { app, url: `http://127.0.0.1:${port}` }
+}
+
+const Echo = Type.Object({
+  name: Type.String({ minLength: 1 }),
+  count: Type.Optional(Type.Integer({ minimum: 0, maximum: 10 })),
+  tags: Type.Optional(Type.Array(Type.String())),
+})
+
+const echoPlugin = definePlugin({
+  name: 'echo',
+  register(ctx) {
+    ctx.route({
+      method: 'POST', path: '/echo/{id}', summary: 'echo', body: Echo, params: Type.Object({ id: Type.String() }),
+      query: Type.Object({ n: Type.Optional(Type.Integer()), flag: Type.Optional(Type.Boolean()) }),
+      handler: (req) => ({ id: req.params.id, body: req.body, query: req.query }),
+    })
+    ctx.route({ method: 'GET', path: '/fail', summary: 'fail', handler: () => { throw new Error('secret stack detail') } })
+    ctx.route({ method: 'GET', path: '/conflict', summary: 'c', handler: () => { throw new AppError('X', 409, 'busy: doc_id=1', { extra: { results: [1] } }) } })
+    ctx.route({ method: 'GET', path: '/created', summary: 'c', status: 201, handler: () => ({ ok: true }) })
+    ctx.route({ method: 'GET', path: '/accepted', summary: 'a', handler: () => reply(202, { queued: 1 }, { 'x-extra': 'yes' }) })
+    ctx.route({
+      method: 'GET', path: '/stream', summary: 's',
+      handler: () => streamReply(Readable.from((function* () { for (let i = 0; i < 2000; i++) yield Buffer.from(`line ${i}\n`) })()), 'text/plain'),
+    })
+    ctx.route({
+      method: 'GET', path: '/slow', summary: 's',
+      handler: async () => { await sleep(400); return { slow: true } },
+    })
+    ctx.route({
+      method: 'POST', path: '/upload', summary: 'u', bodyKind: 'multipart',
+      handler: async (req) => {
+        const files: { field: string; filename: string; size: number }[] = []
+        const fields = await readMultipart(req, {
+          maxFileBytes: 1000,
+          onFile: async (f) => {
+            let size = 0
+            for await (const chunk of f.stream) size += (chunk as Buffer).length
+            files.push({ field: f.field, filename: f.filename, size })
+          },
+        })
+        return { files, fields }
+      },
+    })
+  },
+})
+
+describe('kernel over HTTP (uWebSockets.js)', () => {
+  it('validates path, query and body and answers 422 in the FastAPI shape', async (t) => {
+    const { app, url } = await boot([echoPlugin])
+    t.after(() => app.close())
+    let res = await fetch(`${url}/echo/a%20b?n=3&flag=true`, { method: 'POST', body: JSON.stringify({ name: 'x', tags: ['t'] }) })
+    assert.equal(res.status, 200)
+    assert.deepEqual(await res.json(), { id: 'a b', body: { name: 'x', tags: ['t'] }, query: { n: 3, flag: true } })
+
+    res = await fetch(`${url}/echo/1`, { method: 'POST', body: JSON.stringify({ count: 11, tags: 'notalist' }) })
+    assert.equal(res.status, 422)
+    const body = await res.json() as { detail: { loc: unknown[]; msg: string; type: string }[] }
+    const byLoc = Object.fromEntries(body.detail.map((d) => [d.loc.join('.'), d]))
+    assert.equal(byLoc['body.name'].type, 'missing')
+    assert.equal(byLoc['body.name'].msg, 'Field required')
+    assert.equal(byLoc['body.count'].type, 'less_than_equal')
+    assert.equal(byLoc['body.tags'].type, 'list_type')
+
+    res = await fetch(`${url}/echo/1?n=abc`, { method: 'POST', body: JSON.stringify({ name: 'x' }) })
+    assert.equal(res.status, 422)
+    assert.deepEqual((await res.json() as { detail: { loc: unknown[] }[] }).detail[0].loc, ['query', 'n'])
+  })
+
+  it('answers malformed JSON and a missing body with 422 json_invalid / missing', async (t) => {
+    const { app, url } = await boot([echoPlugin])
+    t.after(() => app.close())
+    let res = await fetch(`${url}/echo/1`, { method: 'POST', body: '{"name": ' })
+    assert.equal(res.status, 422)
+    const d = (await res.json() as { detail: { type: string; loc: unknown[] }[] }).detail[0]
+    assert.equal(d.type, 'json_invalid')
+    assert.equal(d.loc[0], 'body')
+    res = await fetch(`${url}/echo/1`, { method: 'POST' })
+    assert.equal(res.status, 422)
+    assert.equal((await res.json() as { detail: { type: string }[] }).detail[0].type, 'missing')
+  })
+
+  it('refuses a JSON body over the cap with 413, declared or streamed', async (t) => {
+    const { app, url } = await boot([echoPlugin])
+    t.after(() => app.close())
+    const big = JSON.stringify({ name: 'x'.repeat(5000) })
+    let res = await fetch(`${url}/echo/1`, { method: 'POST', body: big })
+    assert.equal(res.status, 413)
+    assert.match((await res.json() as { detail: string }).detail, /too large: at most 1024 bytes/)
+    // chunked: no content-length, the cap is enforced while reading
+    res = await fetch(`${url}/echo/1`, { method: 'POST', body: Readable.toWeb(Readable.from([Buffer.from(big)])) as never, duplex: 'half' } as RequestInit)
+    assert.equal(res.status, 413)
+    // the server keeps serving
+    res = await fetch(`${url}/echo/1`, { method: 'POST', body: JSON.stringify({ name: 'ok' }) })
+    assert.equal(res.status, 200)
+  })
+
+  it('answers unknown routes 404 and wrong methods 405, both with {detail}', async (t) => {
+    const { app, url } = await boot([echoPlugin])
+    t.after(() => app.close())
+    let res = await fetch(`${url}/nowhere`)
+    assert.equal(res.status, 404)
+    assert.deepEqual(await res.json(), { detail: 'Not Found' })
+    res = await fetch(`${url}/echo/1`)
+    assert.equal(res.status, 405)
+    assert.equal(res.headers.get('allow'), 'POST')
+    assert.deepEqual(await res.json(), { detail: 'Method Not Allowed' })
+  })
+
+  it('maps errors: AppError keeps status, message and extra fields; unknown errors leak nothing', async (t) => {
+    const { app, url } = await boot([echoPlugin])
+    t.after(() => app.close())
+    let res = await fetch(`${url}/conflict`)
+    assert.equal(res.status, 409)
+    assert.deepEqual(await res.json(), { results: [1], detail: 'busy: doc_id=1' })
+    res = await fetch(`${url}/fail`)
+    assert.equal(res.status, 500)
+    const text = await res.text()
+    assert.equal(text, '{"detail":"Internal Server Error"}')
+    assert.doesNotMatch(text, /secret|stack/)
+  })
+
+  it('uses the route status, reply() statuses and headers, and echoes a request id', async (t) => {
+    const { app, url } = await boot([echoPlugin])
+    t.after(() => app.close())
+    let res = await fetch(`${url}/created`)
+    assert.equal(res.status, 201)
+    assert.ok(res.headers.get('x-request-id'))
+    res = await fetch(`${url}/accepted`, { headers: { 'x-request-id': 'abc-123' } })
+    assert.equal(res.status, 202)
+    assert.equal(res.headers.get('x-extra'), 'yes')
+    assert.equal(res.headers.get('x-request-id'), 'abc-123')
+    res = await fetch(`${url}/accepted`, { headers: { 'x-request-id': 'bad id with spaces' } })
+    assert.notEqual(res.headers.get('x-request-id'), 'bad id with spaces')
+  })
+
+  it('streams responses', async (t) => {
+    const { app, url } = await boot([echoPlugin])
+    t.after(() => app.close())
+    const res = await fetch(`${url}/stream`)
+    assert.equal(res.headers.get('content-type'), 'text/plain')
+    const lines = (await res.text()).trim().split('\n')
+    assert.equal(lines.length, 2000)
+    assert.equal(lines[1999], 'line 1999')
+  })
+
+  it('streams multipart uploads and refuses a file over the cap with 422', async (t) => {
+    const { app, url } = await boot([echoPlugin])
+    t.after(() => app.close())
+    const form = new FormData()
+    form.append('note', 'hello')
+    form.append('files', new Blob([Buffer.alloc(300, 1)]), 'a.txt')
+    form.append('files', new Blob([Buffer.alloc(700, 2)]), '한글 이름.md')
+    let res = await fetch(`${url}/upload`, { method: 'POST', body: form })
+    assert.equal(res.status, 200)
+    assert.deepEqual(await res.json(), {
+      files: [{ field: 'files', filename: 'a.txt', size: 300 }, { field: 'files', filename: '한글 이름.md', size: 700 }],
+      fields: { note: 'hello' },
+    })
+    const big = new FormData()
+    big.append('file', new Blob([Buffer.alloc(5000)]), 'big.pdf')
+    res = await fetch(`${url}/upload`, { method: 'POST', body: big })
+    assert.equal(res.status, 422)
+    assert.match((await res.json() as { detail: string }).detail, /big\.pdf.*larger than the 1000 bytes limit/)
+    res = await fetch(`${url}/upload`, { method: 'POST', body: 'plain', headers: { 'content-type': 'text/plain' } })
+    assert.equal(res.status, 422)
+  })
+
+  it('finishes in-flight requests on close and then stops accepting', async (t) => {
+    const { app, url } = await boot([echoPlugin])
+    const inflight = fetch(`${url}/slow`)
+    await sleep(100)
+    const closing = app.close()
+    const res = await inflight
+    assert.equal(res.status, 200)
+    assert.deepEqual(await res.json(), { slow: true })
+    await closing
+    await assert.rejects(fetch(`${url}/created`))
+    t.after(() => {})
+  })
+})
+
+describe('kernel plugins', () => {
+  it('boots in dependency order, shares services and closes in reverse order', async () => {
+    const events: string[] = []
+    const a = definePlugin({ name: 'a', register: () => { events.push('register a'); return { hello: 'from a' } }, close: () => void events.push('close a') })
+    const b = definePlugin({
+      name: 'b', dependsOn: ['a'],
+      register: (ctx) => { events.push(`register b: ${ctx.use<{ hello: string }>('a').hello}`) },
+      close: () => void events.push('close b'),
+    })
+    const { settings } = resolveSettings({})
+    const app = await createApp({ settings, plugins: [b, a], adapters: noAdapters, log: createLogger('SILENT') })
+    await app.close()
+    assert.deepEqual(events, ['register a', 'register b: from a', 'close b', 'close a'])
+  })
+
+  it('fails at boot with a coded error on a missing dependency, a cycle, or an undeclared use', async () => {
+    const { settings } = resolveSettings({})
+    const mk = (plugins: Plugin<any>[]) => createApp({ settings, plugins, adapters: noAdapters, log: createLogger('SILENT') })
+    await assert.rejects(mk([definePlugin({ name: 'x', dependsOn: ['ghost'], register: () => {} })]), (e: AppError) => e.code === 'KERNEL_PLUGIN_MISSING_DEPENDENCY' && /'x' depends on 'ghost'/.test(e.message))
+    await assert.rejects(mk([
+      definePlugin({ name: 'p', dependsOn: ['q'], register: () => {} }),
+      definePlugin({ name: 'q', dependsOn: ['p'], register: () => {} }),
+    ]), (e: AppError) => e.code === 'KERNEL_PLUGIN_CYCLE')
+    await assert.rejects(mk([
+      definePlugin({ name: 'p', register: () => 1 }),
+      definePlugin({ name: 'q', register: (ctx) => ctx.use('p') }),
+    ]), (e: AppError) => e.code === 'KERNEL_PLUGIN_UNDECLARED_DEPENDENCY')
+  })
+
+  it('runs request hooks before validation with the route access metadata', async (t) => {
+    const seen: string[] = []
+    const auth = definePlugin({
+      name: 'auth',
+      register(ctx) {
+        ctx.hooks.onRequest((req, route) => {
+          seen.push(`${route.access.level}:${route.access.kb?.name ?? '-'}`)
+          if (route.access.level !== 'public' && req.headers.authorization !== 'Bearer good') {
+            throw new AppError('AUTH', 401, 'Not authenticated', { headers: { 'www-authenticate': 'Bearer' } })
+          }
+        })
+        ctx.route({ method: 'GET', path: '/open', summary: 'o', access: { level: 'public' }, handler: () => ({ ok: 1 }) })
+        ctx.route({
+          method: 'POST', path: '/kb/{kb_id}', summary: 'k', access: { level: 'editor', kb: { from: 'params', name: 'kb_id' } },
+          body: Type.Object({ n: Type.Integer() }), handler: () => ({ ok: 2 }),
+        })
+      },
+    })
+    const { app } = await boot([auth])
+    t.after(() => app.close())
+    assert.equal((await app.inject({ method: 'GET', url: '/open' })).status, 200)
+    const denied = await app.inject({ method: 'POST', url: '/kb/k1', body: { n: 'not a number' } })
+    assert.equal(denied.status, 401, 'authentication runs before body validation')
+    assert.equal(denied.headers['www-authenticate'], 'Bearer')
+    const ok = await app.inject({ method: 'POST', url: '/kb/k1', headers: { authorization: 'Bearer good' }, body: { n: 1 } })
+    assert.equal(ok.status, 200)
+    assert.deepEqual(seen, ['public:-', 'editor:kb_id', 'editor:kb_id'])
+  })
+})
