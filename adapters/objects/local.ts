@@ -1,0 +1,295 @@
+// Objects as plain files: `<dir>/objects/<key>`, one folder per key segment, so an operator can read
+// them with ordinary tools. A sidecar `<dir>/meta/<key>.meta.json` keeps the etag and content type; it is
+// only trusted while it names the data file's inode, size and mtime, so a crash between the two renames
+// or two concurrent puts can make it stale but never wrong (head then hashes the file again).
+import { createHash, randomUUID } from 'node:crypto'
+import { constants, promises as fs } from 'node:fs'
+import type { FileHandle } from 'node:fs/promises'
+import { dirname, join, resolve } from 'node:path'
+import type { Readable } from 'node:stream'
+import { AppError, storageFailure } from '../../kernel/errors.ts'
+import type { ObjectInfo, ObjectStore } from '../ports.ts'
+import { checkKey, checkPrefix, compareKeys, contentTypeFor, sizeMismatch } from './keys.ts'
+
+export interface LocalObjectStoreOptions {
+  /** Root folder; created when missing. */
+  dir: string
+}
+
+interface Sidecar {
+  etag: string
+  size: number
+  contentType?: string
+  ino: number
+  mtimeMs: number
+}
+
+/** Temp files older than this are leftovers of a crashed write (another process may still be writing newer ones). */
+const STALE_TMP_MS = 60 * 60 * 1000
+const DELETE_CONCURRENCY = 16
+
+const notFound = (key: string) => new AppError('OBJECT_NOT_FOUND', 404, `Object ${JSON.stringify(key)} not found`)
+const keyConflict = (key: string, cause: unknown) =>
+  new AppError('OBJECT_KEY_CONFLICT', 409, `Object key ${JSON.stringify(key)} conflicts with an existing object: one key cannot be both an object and a folder of other objects in local storage`, { cause })
+
+const errno = (err: unknown): string | undefined => (err as NodeJS.ErrnoException | null)?.code
+
+export async function createLocalObjectStore(options: LocalObjectStoreOptions): Promise<ObjectStore> {
+  if (!options?.dir) throw new Error('createLocalObjectStore: dir is required')
+  const root = resolve(options.dir)
+  const objectsDir = join(root, 'objects')
+  const metaDir = join(root, 'meta')
+  const tmpDir = join(root, 'tmp')
+  for (const d of [objectsDir, metaDir, tmpDir]) await fs.mkdir(d, { recursive: true })
+  await removeStaleTemps(tmpDir)
+  let closed = false
+
+  const dataPath = (key: string) => join(objectsDir, ...key.split('/'))
+  const metaPath = (key: string) => join(metaDir, ...key.split('/')) + '.meta.json'
+  const tmpPath = () => join(tmpDir, randomUUID())
+
+  function ensureOpen(): void {
+    if (closed) throw storageFailure(`Local object store at ${root} is closed`)
+  }
+
+  /** Renames a finished temp file to its final name, creating folders; retries when a delete prunes them meanwhile. */
+  async function place(tmp: string, final: string, key: string): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await fs.mkdir(dirname(final), { recursive: true })
+        await fs.rename(tmp, final)
+        return
+      } catch (err) {
+        const code = errno(err)
+        if (code === 'ENOENT' && attempt < 5) continue
+        if (code === 'EEXIST' || code === 'ENOTDIR' || code === 'EISDIR' || code === 'ENOTEMPTY') throw keyConflict(key, err)
+        throw err
+      }
+    }
+  }
+
+  async function writeSidecar(key: string, meta: Sidecar): Promise<void> {
+    const tmp = tmpPath()
+    try {
+      await fs.writeFile(tmp, JSON.stringify(meta), { flag: 'wx' })
+      await place(tmp, metaPath(key), key)
+    } catch {
+      // The sidecar is a cache checked against the data file; without it head hashes the file instead.
+      await fs.rm(tmp, { force: true })
+    }
+  }
+
+  async function readSidecar(key: string): Promise<Sidecar | null> {
+    try {
+      return JSON.parse(await fs.readFile(metaPath(key), 'utf8')) as Sidecar
+    } catch {
+      return null
+    }
+  }
+
+  /** Opens the data file of key, or returns null when there is no such object. */
+  async function openObject(key: string): Promise<{ fh: FileHandle; size: number; ino: number; mtimeMs: number } | null> {
+    let fh: FileHandle
+    try {
+      fh = await fs.open(dataPath(key), constants.O_RDONLY)
+    } catch (err) {
+      const code = errno(err)
+      if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR') return null
+      throw err
+    }
+    const st = await fh.stat()
+    if (!st.isFile()) {
+      await fh.close()
+      return null
+    }
+    return { fh, size: st.size, ino: st.ino, mtimeMs: st.mtimeMs }
+  }
+
+  /** Removes folders left empty by a delete, up to the objects root. */
+  async function prune(base: string, from: string): Promise<void> {
+    for (let d = from; d.length > base.length && d.startsWith(base); d = dirname(d)) {
+      try {
+        await fs.rmdir(d)
+      } catch {
+        return
+      }
+    }
+  }
+
+  async function deleteOne(key: string): Promise<boolean> {
+    const file = dataPath(key)
+    let removed = true
+    try {
+      const st = await fs.lstat(file)
+      if (!st.isFile()) return false
+      await fs.unlink(file)
+    } catch (err) {
+      const code = errno(err)
+      if (code !== 'ENOENT' && code !== 'ENOTDIR') throw err
+      removed = false
+    }
+    await fs.rm(metaPath(key), { force: true }).catch(() => {})
+    if (removed) {
+      await prune(objectsDir, dirname(file))
+      await prune(metaDir, dirname(metaPath(key)))
+    }
+    return removed
+  }
+
+  async function* walk(dirPath: string, keyPrefix: string, filter: string): AsyncGenerator<string> {
+    let entries
+    try {
+      entries = await fs.readdir(dirPath, { withFileTypes: true })
+    } catch (err) {
+      const code = errno(err)
+      if (code === 'ENOENT' || code === 'ENOTDIR') return
+      throw err
+    }
+    // A folder sorts as `name/` so the walk yields keys in the byte order S3 lists them in.
+    const items = entries
+      .filter((e) => e.isDirectory() || e.isFile())
+      .map((e) => ({ e, sortKey: e.isDirectory() ? `${e.name}/` : e.name }))
+      .sort((a, b) => compareKeys(a.sortKey, b.sortKey))
+    for (const { e } of items) {
+      const key = keyPrefix + e.name
+      if (e.isDirectory()) {
+        if (`${key}/`.startsWith(filter) || filter.startsWith(`${key}/`)) yield* walk(join(dirPath, e.name), `${key}/`, filter)
+      } else if (key.startsWith(filter)) {
+        yield key
+      }
+    }
+  }
+
+  const store: ObjectStore = {
+    name: 'local',
+
+    async put(key, body, opts = {}) {
+      checkKey(key)
+      ensureOpen()
+      const tmp = tmpPath()
+      const fh = await fs.open(tmp, 'wx')
+      let open = true
+      try {
+        const hash = createHash('md5')
+        let size = 0
+        const write = async (buf: Uint8Array) => {
+          hash.update(buf)
+          size += buf.byteLength
+          if (opts.size !== undefined && size > opts.size) throw sizeMismatch(key, opts.size, `more than ${opts.size}`)
+          for (let off = 0; off < buf.byteLength; ) off += (await fh.write(buf, off, buf.byteLength - off)).bytesWritten
+        }
+        if (body instanceof Uint8Array) await write(body)
+        else for await (const chunk of body as Readable) await write(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Uint8Array))
+        if (opts.size !== undefined && size !== opts.size) throw sizeMismatch(key, opts.size, String(size))
+        // Durable before it takes the final name: a crash leaves the old object or the new one, never half of it.
+        await fh.sync()
+        const st = await fh.stat()
+        await fh.close()
+        open = false
+        const final = dataPath(key)
+        await place(tmp, final, key)
+        await fsyncDir(dirname(final))
+        const info: ObjectInfo = { size, etag: hash.digest('hex'), contentType: opts.contentType ?? contentTypeFor(key) }
+        await writeSidecar(key, { ...info, ino: st.ino, mtimeMs: st.mtimeMs })
+        return info
+      } catch (err) {
+        if (open) await fh.close().catch(() => {})
+        await fs.rm(tmp, { force: true })
+        if (err instanceof AppError) throw err
+        if (errno(err) === 'ENAMETOOLONG') throw new AppError('OBJECT_KEY_INVALID', 422, `Object key ${JSON.stringify(key)} is too long for local storage`)
+        throw storageFailure(`Local object store: put of ${JSON.stringify(key)} failed: ${(err as Error).message}`, err)
+      }
+    },
+
+    async get(key) {
+      checkKey(key)
+      ensureOpen()
+      const obj = await openObject(key)
+      if (!obj) throw notFound(key)
+      return obj.fh.createReadStream()
+    },
+
+    async head(key) {
+      checkKey(key)
+      ensureOpen()
+      const obj = await openObject(key)
+      if (!obj) return null
+      try {
+        const meta = await readSidecar(key)
+        if (meta && meta.ino === obj.ino && meta.size === obj.size && meta.mtimeMs === obj.mtimeMs) {
+          return { size: meta.size, etag: meta.etag, contentType: meta.contentType }
+        }
+        const hash = createHash('md5')
+        for await (const chunk of obj.fh.createReadStream({ autoClose: false, start: 0 })) hash.update(chunk as Buffer)
+        return { size: obj.size, etag: hash.digest('hex'), contentType: contentTypeFor(key) }
+      } finally {
+        await obj.fh.close()
+      }
+    },
+
+    async delete(keys) {
+      keys.forEach(checkKey)
+      ensureOpen()
+      const unique = [...new Set(keys)]
+      let count = 0
+      let next = 0
+      const worker = async () => {
+        while (next < unique.length) if (await deleteOne(unique[next++])) count++
+      }
+      await Promise.all(Array.from({ length: Math.min(DELETE_CONCURRENCY, unique.length) }, worker))
+      return count
+    },
+
+    async deletePrefix(prefix) {
+      checkPrefix(prefix)
+      if (prefix === '') throw new AppError('OBJECT_KEY_INVALID', 422, 'deletePrefix needs a non-empty prefix (refusing to delete every object)')
+      ensureOpen()
+      const keys: string[] = []
+      for await (const key of store.list(prefix)) keys.push(key)
+      return store.delete(keys)
+    },
+
+    async *list(prefix) {
+      checkPrefix(prefix)
+      ensureOpen()
+      // Start at the deepest folder the prefix names in full; the rest of the prefix filters names.
+      const cut = prefix.lastIndexOf('/')
+      const base = cut < 0 ? '' : prefix.slice(0, cut)
+      const start = base ? join(objectsDir, ...base.split('/')) : objectsDir
+      yield* walk(start, base ? `${base}/` : '', prefix)
+    },
+
+    async ping() {
+      if (closed) return false
+      try {
+        await fs.access(objectsDir, constants.W_OK)
+        return true
+      } catch {
+        return false
+      }
+    },
+
+    async close() {
+      closed = true
+    },
+  }
+  return store
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const fh = await fs.open(dir, constants.O_RDONLY)
+  try {
+    await fh.sync()
+  } finally {
+    await fh.close()
+  }
+}
+
+async function removeStaleTemps(tmpDir: string): Promise<void> {
+  const now = Date.now()
+  for (const name of await fs.readdir(tmpDir)) {
+    const file = join(tmpDir, name)
+    const st = await fs.stat(file).catch(() => null)
+    if (st && now - st.mtimeMs > STALE_TMP_MS) await fs.rm(file, { force: true, recursive: true })
+  }
+}

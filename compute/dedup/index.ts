@@ -1,0 +1,46 @@
+// Dedup signatures of one document, as the dedup task computes them (the decision flow lives elsewhere).
+import { tokenizerForUserWords, type WordTokenizer } from '../text/tokenizer.ts'
+import { createMinHasher, type MinHasher } from './minhash.ts'
+import { lshBands, simhash, simhashToHex } from './simhash.ts'
+
+export { hammingDistance, lshBands, simhash, simhashFromHex, simhashToHex, type SimHashOptions } from './simhash.ts'
+export { createMinHasher, jaccardEstimate, minhashParameters, minhashSignature, MINHASH_EMPTY, MINHASH_PRIME, universalHash, type MinHashOptions, type MinHasher } from './minhash.ts'
+export { titleSimilarity, titleTrigrams } from './title.ts'
+
+/** The `dedup` settings the signatures depend on (spec 2.9). */
+export interface DedupSignatureOptions {
+  ngram?: number
+  simhash_bits?: number
+  num_bands?: number
+  /** User dictionary for the word tokeniser; empty = none. */
+  user_words_path?: string
+  permutations?: number
+  shingle_size?: number
+}
+
+export interface DedupSignatures {
+  /** Hex, simhash_bits / 4 digits. */
+  simhash: string
+  /** `b{i}:{hex}` LSH keys. */
+  bands: string[]
+  minhash: Uint32Array
+}
+
+const hashers = new Map<string, MinHasher>()
+function hasherFor(tokenizer: WordTokenizer, key: string, permutations: number, shingleSize: number): MinHasher {
+  let h = hashers.get(key)
+  if (!h) {
+    h = createMinHasher({ tokenizer, permutations, shingleSize })
+    hashers.set(key, h)
+  }
+  return h
+}
+
+export function dedupSignatures(text: string, opts: DedupSignatureOptions = {}): DedupSignatures {
+  const lanes = simhash(text, { ngram: opts.ngram ?? 3, bits: opts.simhash_bits ?? 64 })
+  const permutations = opts.permutations ?? 128
+  const shingleSize = opts.shingle_size ?? 3
+  const path = opts.user_words_path ?? ''
+  const hasher = hasherFor(tokenizerForUserWords(path), `${path}\0${permutations}\0${shingleSize}`, permutations, shingleSize)
+  return { simhash: simhashToHex(lanes), bands: lshBands(lanes, opts.num_bands ?? 4), minhash: hasher.signature(text) }
+}

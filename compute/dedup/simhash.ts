@@ -1,0 +1,160 @@
+// SimHash over character n-grams (code points) of the normalised text, weighted by n-gram counts. Signatures
+// are Uint32Array lanes, most significant first (lanes[0] holds bits 63..32 of a 64-bit simhash); BigInt
+// appears only where band keys are cut from the hex form.
+//
+// Each n-gram gets one 32-bit hash h: a rolling polynomial over its code points (one multiply per character)
+// finalised by fmix32; lane j of its bit vector is fmix32(h ^ LANE_SEEDS[j]) (lane 0 is h itself), so a
+// 64-bit signature costs one n-gram hash, not two.
+import { fmix32 } from '../text/hash.ts'
+
+export interface SimHashOptions {
+  /** Character n-gram size (default 3). */
+  ngram?: number
+  /** Signature bits: a multiple of 32 (default 64). */
+  bits?: number
+}
+
+const LANE_SEEDS = [0x00000000, 0x9e3779b9, 0x85ebca6b, 0xc2b2ae35, 0x27d4eb2f, 0x165667b1, 0xd3a2646c, 0xfd7046c5]
+
+/**
+ * Code points of the normalised text (NFKC, lower case, whitespace runs as one space, trimmed): the same
+ * text normalizeForDedup gives, without a regex pass.
+ */
+function normalizedCodePoints(input: string): Uint32Array {
+  const text = input.normalize('NFKC').toLowerCase()
+  const out = new Uint32Array(text.length)
+  let n = 0
+  let space = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c <= 32 || (c >= 0x85 && isSpace(c))) {
+      if (c === 32 || (c >= 9 && c <= 13) || c > 32) { space = n > 0; continue }
+    }
+    if (space) { out[n++] = 32; space = false }
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
+      const d = text.charCodeAt(i + 1)
+      if (d >= 0xdc00 && d <= 0xdfff) { out[n++] = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00); i++; continue }
+    }
+    out[n++] = c
+  }
+  return out.subarray(0, n)
+}
+
+/** What `\s` matches beyond ASCII. */
+function isSpace(c: number): boolean {
+  return c === 0x85 || c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 ||
+    c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff
+}
+
+const ROLL = 0x01000193 // odd multiplier of the rolling n-gram hash
+
+/** SimHash of `text` as Uint32 lanes, most significant first. */
+export function simhash(text: string, opts: SimHashOptions = {}): Uint32Array {
+  const ngram = opts.ngram ?? 3
+  const bits = opts.bits ?? 64
+  if (!Number.isInteger(ngram) || ngram < 1) throw new RangeError(`simhash: ngram must be a positive integer, got ${ngram}`)
+  if (!Number.isInteger(bits) || bits % 32 !== 0 || bits < 32 || bits > 32 * LANE_SEEDS.length) throw new RangeError(`simhash: bits must be a multiple of 32 from 32 to ${32 * LANE_SEEDS.length}, got ${bits}`)
+  const lanes = bits / 32
+  const cps = normalizedCodePoints(text)
+  const n = cps.length
+  const width = Math.min(ngram, n)
+  const grams = n >= ngram ? n - ngram + 1 : n > 0 ? 1 : 0
+  // Weights are n-gram counts, so every occurrence adds its bit vector once. Per 32-bit lane, four 256-entry
+  // histograms count the occurrences of each byte value (small enough to stay in L1); bits are read from
+  // them once at the end instead of 32 updates per n-gram.
+  const hist = new Int32Array(lanes * 1024)
+  // ROLL^(width-1), to drop the character leaving the window
+  let top = 1
+  for (let k = 1; k < width; k++) top = Math.imul(top, ROLL)
+  let roll = 0
+  for (let k = 0; k < width; k++) roll = (Math.imul(roll, ROLL) + cps[k]) | 0
+  for (let i = 0; i < grams; i++) {
+    if (i > 0) roll = (Math.imul(roll - Math.imul(cps[i - 1], top), ROLL) + cps[i + width - 1]) | 0
+    const h = fmix32(roll ^ width)
+    hist[h >>> 24]++
+    hist[256 + ((h >>> 16) & 255)]++
+    hist[512 + ((h >>> 8) & 255)]++
+    hist[768 + (h & 255)]++
+    for (let j = 1; j < lanes; j++) {
+      const v = fmix32(h ^ LANE_SEEDS[j])
+      const base = j * 1024
+      hist[base + (v >>> 24)]++
+      hist[base + 256 + ((v >>> 16) & 255)]++
+      hist[base + 512 + ((v >>> 8) & 255)]++
+      hist[base + 768 + (v & 255)]++
+    }
+  }
+  const out = new Uint32Array(lanes)
+  const ones = new Float64Array(8)
+  for (let j = 0; j < lanes; j++) {
+    let lane = 0
+    for (let k = 0; k < 4; k++) {
+      ones.fill(0)
+      const base = j * 1024 + k * 256
+      for (let x = 0; x < 256; x++) {
+        const c = hist[base + x]
+        if (c === 0) continue
+        for (let t = 0; t < 8; t++) if ((x >>> (7 - t)) & 1) ones[t] += c
+      }
+      // bit set when the n-grams with it outweigh those without it
+      for (let t = 0; t < 8; t++) if (2 * ones[t] > grams) lane |= 1 << (31 - (k * 8 + t))
+    }
+    out[j] = lane >>> 0
+  }
+  return out
+}
+
+export function simhashToHex(lanes: Uint32Array): string {
+  let s = ''
+  for (let j = 0; j < lanes.length; j++) s += lanes[j].toString(16).padStart(8, '0')
+  return s
+}
+
+export function simhashFromHex(hex: string): Uint32Array {
+  if (hex.length % 8 !== 0 || !/^[0-9a-f]*$/i.test(hex)) throw new RangeError(`simhash: not a hex signature: ${hex}`)
+  const out = new Uint32Array(hex.length / 8)
+  for (let j = 0; j < out.length; j++) out[j] = parseInt(hex.slice(j * 8, j * 8 + 8), 16)
+  return out
+}
+
+function popcount32(v: number): number {
+  v -= (v >>> 1) & 0x55555555
+  v = (v & 0x33333333) + ((v >>> 2) & 0x33333333)
+  return (Math.imul((v + (v >>> 4)) & 0x0f0f0f0f, 0x01010101) >>> 24)
+}
+
+/** Number of differing bits between two signatures of the same width (lanes or hex). */
+export function hammingDistance(a: Uint32Array | string, b: Uint32Array | string): number {
+  const x = typeof a === 'string' ? simhashFromHex(a) : a
+  const y = typeof b === 'string' ? simhashFromHex(b) : b
+  if (x.length !== y.length) throw new RangeError(`hammingDistance: signatures of ${x.length * 32} and ${y.length * 32} bits`)
+  let d = 0
+  for (let j = 0; j < x.length; j++) d += popcount32((x[j] ^ y[j]) >>> 0)
+  return d
+}
+
+/**
+ * LSH band keys: the signature cut into `numBands` equal bands, most significant first, each as
+ * `b{i}:{hex}` (hex zero-padded to the band's width). Two signatures share a key when one band is equal,
+ * which by pigeonhole holds whenever their Hamming distance is below numBands.
+ */
+export function lshBands(signature: Uint32Array | string, numBands = 4): string[] {
+  const hex = typeof signature === 'string' ? signature.toLowerCase() : simhashToHex(signature)
+  const bits = hex.length * 4
+  if (!Number.isInteger(numBands) || numBands < 1 || bits % numBands !== 0) throw new RangeError(`lshBands: ${bits} bits do not split into ${numBands} equal bands`)
+  const width = bits / numBands
+  const keys: string[] = []
+  if (width % 4 === 0) {
+    const digits = width / 4
+    for (let i = 0; i < numBands; i++) keys.push(`b${i}:${hex.slice(i * digits, (i + 1) * digits)}`)
+    return keys
+  }
+  const value = BigInt('0x' + hex)
+  const mask = (1n << BigInt(width)) - 1n
+  const digits = Math.ceil(width / 4)
+  for (let i = 0; i < numBands; i++) {
+    const band = (value >> BigInt(bits - (i + 1) * width)) & mask
+    keys.push(`b${i}:${band.toString(16).padStart(digits, '0')}`)
+  }
+  return keys
+}

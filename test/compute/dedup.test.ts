@@ -1,0 +1,195 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
+import { join } from 'node:path'
+import {
+  createMinHasher, dedupSignatures, hammingDistance, jaccardEstimate, lshBands, minhashParameters, minhashSignature,
+  MINHASH_EMPTY, MINHASH_PRIME, simhash, simhashFromHex, simhashToHex, titleSimilarity, universalHash,
+} from '../../compute/dedup/index.ts'
+import { createWordTokenizer } from '../../compute/text/tokenizer.ts'
+import dedupTask from '../../compute/tasks/dedup.task.ts'
+
+function rng(seed: number): () => number {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+const VOCAB = 'data model index query vector search result page chunk text user system service answer question knowledge base embedding retrieval ranking score filter cache queue worker storage document 문서 검색 결과 모델 질문 답변 사용자 서비스 지식 색인'.split(' ')
+/** Text over a vocabulary of its own: random letter strings (so unrelated texts share few trigrams). */
+function ownWords(seed: number, n: number): string {
+  const r = rng(seed)
+  const vocab = Array.from({ length: 60 }, () => Array.from({ length: 3 + Math.floor(r() * 6) }, () => String.fromCharCode(97 + Math.floor(r() * 26))).join(''))
+  return Array.from({ length: n }, () => vocab[Math.floor(r() * vocab.length)]).join(' ')
+}
+function words(seed: number, n: number): string[] {
+  const r = rng(seed)
+  return Array.from({ length: n }, () => VOCAB[Math.floor(r() * VOCAB.length)])
+}
+
+test('simhash: near-duplicates are close, unrelated texts far', () => {
+  const base = words(1, 400).join(' ')
+  const edited = base.replace(/ query /, ' inquiry ').replace(/ 문서 /, ' 서류 ') + ' one more closing sentence.'
+  const reformatted = '  ' + base.toUpperCase().replace(/ /g, '\n  ') + '\n'
+  const other = ownWords(2, 400)
+  const a = simhash(base)
+  assert.equal(a.length, 2)
+  assert.equal(hammingDistance(a, simhash(reformatted)), 0, 'case and whitespace do not count')
+  assert.ok(hammingDistance(a, simhash(edited)) <= 5, `near-duplicate distance ${hammingDistance(a, simhash(edited))}`)
+  assert.ok(hammingDistance(a, simhash(other)) >= 12, `unrelated distance ${hammingDistance(a, simhash(other))}`)
+  // unrelated texts differ in about half of the bits on average
+  let total = 0
+  for (let s = 10; s < 30; s++) total += hammingDistance(simhash(ownWords(s, 200)), simhash(ownWords(s + 100, 200)))
+  assert.ok(total / 20 > 20, `mean distance ${total / 20}`)
+})
+
+test('simhash: other widths and n-gram sizes; empty text; option checks', () => {
+  const t = words(3, 100).join(' ')
+  assert.equal(simhash(t, { bits: 128 }).length, 4)
+  assert.equal(simhash(t, { bits: 32 }).length, 1)
+  // the first 64 bits do not depend on the width
+  assert.deepEqual([...simhash(t, { bits: 128 }).subarray(0, 2)], [...simhash(t)])
+  assert.notDeepEqual([...simhash(t, { ngram: 4 })], [...simhash(t)])
+  assert.deepEqual([...simhash('')], [0, 0])
+  assert.deepEqual([...simhash('ab', { ngram: 3 })], [...simhash('AB', { ngram: 3 })])
+  assert.throws(() => simhash(t, { bits: 48 }), RangeError)
+  assert.throws(() => simhash(t, { ngram: 0 }), RangeError)
+})
+
+test('hex form round-trips; Hamming distance counts differing bits', () => {
+  const lanes = Uint32Array.from([0xdeadbeef, 0x00000001])
+  assert.equal(simhashToHex(lanes), 'deadbeef00000001')
+  assert.deepEqual([...simhashFromHex('deadbeef00000001')], [...lanes])
+  assert.equal(hammingDistance('0000000000000000', 'ffffffffffffffff'), 64)
+  assert.equal(hammingDistance('0000000000000000', '8000000000000001'), 2)
+  assert.equal(hammingDistance(lanes, 'deadbeef00000000'), 1)
+  assert.throws(() => hammingDistance('00000000', '0000000000000000'), RangeError)
+  assert.throws(() => simhashFromHex('xyz'), RangeError)
+})
+
+test('LSH bands: equal-width keys, most significant first, shared when a band is equal', () => {
+  assert.deepEqual(lshBands('0123456789abcdef', 4), ['b0:0123', 'b1:4567', 'b2:89ab', 'b3:cdef'])
+  assert.deepEqual(lshBands(Uint32Array.from([0x01234567, 0x89abcdef]), 2), ['b0:01234567', 'b1:89abcdef'])
+  // 64 bits in 8 bands of 8 bits, and in bands that are not whole hex digits (BigInt path)
+  assert.deepEqual(lshBands('0123456789abcdef', 8), ['b0:01', 'b1:23', 'b2:45', 'b3:67', 'b4:89', 'b5:ab', 'b6:cd', 'b7:ef'])
+  assert.deepEqual(lshBands('ffffffffffffffff', 32).slice(0, 2), ['b0:3', 'b1:3'])
+  assert.deepEqual(lshBands('8000000000000000', 32)[0], 'b0:2')
+  assert.throws(() => lshBands('0123456789abcdef', 3), RangeError)
+  // distance below the band count => at least one shared key (pigeonhole)
+  const a = simhash(words(4, 300).join(' '))
+  const b = Uint32Array.from(a)
+  b[0] ^= 0x80000001
+  b[1] ^= 0x00010000
+  const shared = lshBands(a).filter((k) => lshBands(b).includes(k))
+  assert.equal(hammingDistance(a, b), 3)
+  assert.ok(shared.length >= 1)
+})
+
+test('universal hash: exact (a*x + b) mod (2^31 - 1), checked with BigInt', () => {
+  const { a, b } = minhashParameters(128)
+  const r = rng(5)
+  const xs = [0, 1, MINHASH_PRIME - 1, 0xffff, 0x10000, 0x7fff0000, ...Array.from({ length: 200 }, () => Math.floor(r() * MINHASH_PRIME))]
+  for (let i = 0; i < 128; i += 7) {
+    assert.ok(a[i] >= 1 && a[i] < MINHASH_PRIME && b[i] >= 0 && b[i] < MINHASH_PRIME)
+    for (const x of xs) {
+      const exact = Number((BigInt(a[i]) * BigInt(x) + BigInt(b[i])) % BigInt(MINHASH_PRIME))
+      assert.equal(universalHash(a[i], b[i], x), exact)
+    }
+  }
+})
+
+test('minhash: the signature is the minimum of each permutation over the shingles', () => {
+  const hasher = createMinHasher({ permutations: 16 })
+  const shingles = Uint32Array.from([5, 123456789, 2000000000, 77])
+  const sig = hasher.signatureOf(shingles)
+  const { a, b } = minhashParameters(16)
+  for (let i = 0; i < 16; i++) {
+    const expected = Math.min(...[...shingles].map((x) => Number((BigInt(a[i]) * BigInt(x) + BigInt(b[i])) % BigInt(MINHASH_PRIME))))
+    assert.equal(sig[i], expected)
+  }
+})
+
+/** Exact Jaccard of the word 3-shingle sets, built independently with strings. */
+function exactJaccard(x: string, y: string): number {
+  const tok = createWordTokenizer()
+  const set = (t: string) => {
+    const w = tok.tokens(t)
+    const s = new Set<string>()
+    for (let i = 0; i + 3 <= w.length; i++) s.add(w.slice(i, i + 3).join('\u0000'))
+    return s
+  }
+  const [a, b] = [set(x), set(y)]
+  let inter = 0
+  for (const s of a) if (b.has(s)) inter++
+  return inter / (a.size + b.size - inter)
+}
+
+test('minhash: the Jaccard estimate is within tolerance of the exact Jaccard', () => {
+  const base = words(6, 600)
+  const cases: [string, string][] = []
+  for (const keep of [1, 0.9, 0.7, 0.5, 0.3]) {
+    const r = rng(Math.round(keep * 100))
+    const other = base.map((w) => (r() < keep ? w : VOCAB[Math.floor(r() * VOCAB.length)] + 'x'))
+    cases.push([base.join(' '), other.join(' ')])
+  }
+  cases.push([base.join(' '), words(7, 600).join(' ')])
+  for (const [x, y] of cases) {
+    const exact = exactJaccard(x, y)
+    const est = jaccardEstimate(minhashSignature(x), minhashSignature(y))
+    // 128 permutations: standard error at most 0.044; 0.15 is over three of them
+    assert.ok(Math.abs(est - exact) <= 0.15, `estimate ${est} vs exact ${exact}`)
+  }
+  assert.equal(jaccardEstimate(minhashSignature(base.join(' ')), minhashSignature(base.join('  '))), 1)
+})
+
+test('minhash: signatures are stable, Uint32Array of 128, empty text is all-empty; short texts use words', () => {
+  const s = minhashSignature('검색 서비스의 문서 색인 결과')
+  assert.ok(s instanceof Uint32Array && s.length === 128)
+  assert.deepEqual([...s], [...createMinHasher().signature('검색 서비스의 문서 색인 결과')])
+  assert.ok([...minhashSignature('')].every((v) => v === MINHASH_EMPTY))
+  assert.equal(jaccardEstimate(minhashSignature(''), s), 0)
+  // two words (< 3): single-word shingles, so a shared word is visible
+  assert.ok(jaccardEstimate(minhashSignature('alpha beta'), minhashSignature('alpha gamma')) > 0)
+  assert.throws(() => jaccardEstimate(s, new Uint32Array(64)), RangeError)
+  assert.throws(() => createMinHasher({ permutations: 0 }), RangeError)
+})
+
+test('title similarity: trigram Jaccard like pg_trgm, in 0..1', () => {
+  // PostgreSQL documents similarity('word', 'two words') = 0.363636
+  assert.ok(Math.abs(titleSimilarity('word', 'two words') - 4 / 11) < 1e-9)
+  assert.equal(titleSimilarity('Annual Report 2024', 'annual  report, 2024!'), 1)
+  assert.equal(titleSimilarity('', 'anything'), 0)
+  assert.ok(titleSimilarity('2024년 사업 보고서', '2024년 사업보고서') > 0.4)
+  assert.ok(titleSimilarity('quarterly sales', 'employee handbook') < 0.1)
+})
+
+test('dedupSignatures and the dedup task: hex simhash, band keys, minhash; user words change shingles', async (t) => {
+  const text = words(8, 300).join(' ')
+  const sig = dedupSignatures(text)
+  assert.match(sig.simhash, /^[0-9a-f]{16}$/)
+  assert.deepEqual(sig.bands, lshBands(sig.simhash, 4))
+  assert.equal(sig.minhash.length, 128)
+  const res = await dedupTask({ text, title: '  My  Title ', options: { ngram: 3, simhash_bits: 64, num_bands: 4 } })
+  assert.ok(res.ok)
+  if (res.ok) {
+    assert.equal(res.value.simhash, sig.simhash)
+    assert.deepEqual([...res.value.minhash], [...sig.minhash])
+    assert.equal(res.value.title, 'my title')
+  }
+  const dir = mkdtempSync(join(os.tmpdir(), 'quarry-dedup-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
+  writeFileSync(join(dir, 'words.txt'), '삼성전자\n')
+  const korean = '삼성전자 주가가 올랐다 삼성전자 실적 발표'
+  const withWords = dedupSignatures(korean, { user_words_path: join(dir, 'words.txt') })
+  assert.notDeepEqual([...withWords.minhash], [...dedupSignatures(korean).minhash])
+  assert.equal(withWords.simhash, dedupSignatures(korean).simhash, 'simhash reads characters, not words')
+  const missing = await dedupTask({ text, options: { user_words_path: join(dir, 'nope.txt') } })
+  assert.equal(missing.ok, false)
+  if (!missing.ok) assert.equal(missing.code, 'DEDUP_USER_WORDS_MISSING')
+  const bad = await dedupTask({ text, options: { num_bands: 3 } })
+  assert.equal(bad.ok, false)
+  if (!bad.ok) assert.equal(bad.code, 'DEDUP_OPTIONS_INVALID')
+})
