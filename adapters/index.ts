@@ -72,11 +72,10 @@ export async function createVectors(s: Settings): Promise<VectorStore> {
 
 export async function createEmbedderFromSettings(s: Settings): Promise<Embedder> {
   const { createEmbedder } = await import('./embedders/index.ts')
-  return createEmbedder({
-    name: s.provider.name, url: s.provider.url, apiKey: s.provider.api_key,
-    model: s.embedding.model, dimensions: s.embedding.vector_size,
-    batchSize: s.embedding.batch_size, timeoutMs: s.embedding.timeout_sec * 1000, maxRetries: s.embedding.max_retries,
-  })
+  return createEmbedder(
+    { name: s.provider.name, url: s.provider.url, apiKey: s.provider.api_key, model: s.embedding.model, dimensions: s.embedding.vector_size },
+    { batchSize: s.embedding.batch_size, timeoutMs: s.embedding.timeout_sec * 1000, maxRetries: s.embedding.max_retries },
+  )
 }
 
 /** Opens every port; on failure closes what was opened and rethrows. Migrations run on the metadata store. */
