@@ -7,9 +7,9 @@ import type { Adapters } from '../adapters/ports.ts'
 import type { Settings } from './config/schema.ts'
 import { AppError, ValidationError } from './errors.ts'
 import { listenUws, type UwsServer } from './http/uws.ts'
-import type { BodyPlan, BodySource, Dispatcher, HttpExchange, HttpResult } from './http/types.ts'
+import type { BodyPlan, BodySource, Dispatcher, HttpExchange, HttpResult, Matched } from './http/types.ts'
 import { createLogger, type Logger } from './log.ts'
-import { Reply, type Plugin, type PluginContext, type Request, type RequestHook, type RouteInfo, type RouteSpec } from './plugin.ts'
+import { Reply, type Caller, type Plugin, type PluginContext, type Request, type RequestHook, type RouteInfo, type RouteSpec } from './plugin.ts'
 import { Router, type Method } from './router.ts'
 import { compile, type CompiledSchema } from './validate.ts'
 
@@ -27,6 +27,7 @@ export interface AppOptions {
   /** Prebuilt ports (tests); otherwise opened from the settings and closed by app.close(). */
   adapters?: Adapters
   log?: Logger
+  mode?: 'api' | 'worker'
 }
 
 export interface InjectRequest {
@@ -57,7 +58,6 @@ export interface App {
   inject(req: InjectRequest): Promise<InjectResponse>
 }
 
-const JSON_HEADERS = Object.freeze({ 'content-type': 'application/json' })
 const toOpenApiPath = (p: string) => p
 const toRouterPath = (p: string) => p.replace(/\{([^}]+)\}/g, ':$1')
 
@@ -133,6 +133,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     for (const plugin of order) {
       const started = performance.now()
       const ctx: PluginContext = {
+        mode: opts.mode ?? 'api',
         settings,
         log: log.child({ plugin: plugin.name }),
         adapters,
@@ -169,91 +170,103 @@ export async function createApp(opts: AppOptions): Promise<App> {
     booted.length = 0
   }
 
-  const plan = (method: Method, path: string): BodyPlan => {
-    const found = router.find(method, path)
-    if (found.kind !== 'found') return { kind: 'discard', limit: 0 }
-    const kind = found.value.info.bodyKind
-    if (kind === 'multipart' || kind === 'stream') return { kind: 'stream', limit: Infinity }
-    if (kind === 'json') return { kind: 'buffer', limit: jsonLimit }
-    return { kind: 'discard', limit: 0 }
+  type Lookup = ReturnType<typeof router.find>
+  interface RouteMatch extends Matched { lookup: Lookup }
+  const DISCARD: BodyPlan = { kind: 'discard', limit: 0 }
+  const STREAM: BodyPlan = { kind: 'stream', limit: Infinity }
+  const BUFFER: BodyPlan = { kind: 'buffer', limit: jsonLimit }
+
+  const match = (method: Method, path: string): RouteMatch => {
+    const lookup = router.find(method, path)
+    if (lookup.kind !== 'found') return { lookup, plan: DISCARD }
+    const kind = lookup.value.info.bodyKind
+    return { lookup, plan: kind === 'json' ? BUFFER : kind === 'none' ? DISCARD : STREAM }
   }
 
-  const jsonResult = (status: number, body: unknown, headers: Record<string, string> = {}): HttpResult => ({
+  const jsonResult = (status: number, body: unknown, headers?: Record<string, string>): HttpResult => ({
     status,
-    headers: { ...JSON_HEADERS, ...headers },
+    headers: headers ? { 'content-type': 'application/json', ...headers } : { 'content-type': 'application/json' },
     body: body === undefined ? null : JSON.stringify(body),
   })
 
   const refuse = (status: number, detail: string): HttpResult =>
-    jsonResult(status, { detail }, status === 413 || status === 503 ? { connection: 'close' } : {})
+    jsonResult(status, { detail }, status === 413 || status === 503 ? { connection: 'close' } : undefined)
 
-  const dispatch = async (ex: HttpExchange): Promise<HttpResult> => {
-    const started = performance.now()
-    const headerId = ex.headers['x-request-id']
-    const id = headerId && REQUEST_ID.test(headerId) ? headerId : `${requestPrefix}-${(++requestCounter).toString(36)}`
-    const found = router.find(ex.method, ex.path)
-    let result: HttpResult
-    let route: CompiledRoute | undefined
-    if (found.kind === 'found') {
-      route = found.value
-      result = await run(route, found.params, ex, id)
-    } else if (found.kind === 'method_not_allowed') {
-      result = jsonResult(405, { detail: 'Method Not Allowed' }, { allow: found.allowed.join(', ') })
-    } else if (found.kind === 'bad_path') {
-      result = jsonResult(400, { detail: 'Malformed percent-encoding in the path' })
-    } else {
-      result = jsonResult(404, { detail: 'Not Found' })
-    }
+  const debug = log.isLevelEnabled('debug')
+
+  const stamp = (result: HttpResult, id: string, ex: HttpExchange, found: Lookup, started: number): HttpResult => {
     result.headers['x-request-id'] = id
-    if (log.isLevelEnabled('debug')) {
-      log.debug({ reqId: id, method: ex.method, path: ex.path, route: route?.info.path, status: result.status, ms: +(performance.now() - started).toFixed(2) }, 'request')
+    if (debug) {
+      const route = found.kind === 'found' ? found.value.info.path : undefined
+      log.debug({ reqId: id, method: ex.method, path: ex.path, route, status: result.status, ms: +(performance.now() - started).toFixed(2) }, 'request')
     }
     return result
   }
 
-  async function run(route: CompiledRoute, rawParams: Record<string, string>, ex: HttpExchange, id: string): Promise<HttpResult> {
+  const dispatch = (ex: HttpExchange, matched: Matched): HttpResult | Promise<HttpResult> => {
+    const started = debug ? performance.now() : 0
+    const headerId = ex.headers['x-request-id']
+    const id = headerId !== undefined && REQUEST_ID.test(headerId) ? headerId : `${requestPrefix}-${(++requestCounter).toString(36)}`
+    const found = (matched as RouteMatch).lookup
+    let out: HttpResult | Promise<HttpResult>
+    if (found.kind === 'found') out = run(found.value, found.params, ex, id)
+    else if (found.kind === 'method_not_allowed') out = jsonResult(405, { detail: 'Method Not Allowed' }, { allow: found.allowed.join(', ') })
+    else if (found.kind === 'bad_path') out = jsonResult(400, { detail: 'Malformed percent-encoding in the path' })
+    else out = jsonResult(404, { detail: 'Not Found' })
+    if (out instanceof Promise) return out.then((result) => stamp(result, id, ex, found, started))
+    return stamp(out, id, ex, found, started)
+  }
+
+  const makeRequest = (params: Record<string, string>, ex: HttpExchange, id: string): Request<any, any, any> => new KernelRequest(id, params, ex, log)
+
+  const failure = (err: unknown, id: string, ex: HttpExchange): HttpResult => {
+    const { status, body, headers } = errorBody(err)
+    if (status >= 500) log.error({ err, reqId: id, method: ex.method, path: ex.path }, 'request failed')
+    return jsonResult(status, body, headers)
+  }
+
+  /** Synchronous all the way when nothing needs to wait: no hook, no body, a handler that returns a value. */
+  function run(route: CompiledRoute, rawParams: Record<string, string>, ex: HttpExchange, id: string): HttpResult | Promise<HttpResult> {
     const { info } = route
-    const req: Request<any, any, any> = {
-      id,
-      method: ex.method,
-      path: ex.path,
-      params: rawParams,
-      query: {},
-      body: undefined,
-      headers: ex.headers,
-      remoteAddress: ex.remoteAddress,
-      signal: ex.signal,
-      caller: null,
-      log,
-      stream: () => ex.body.stream(),
+    const req = makeRequest(rawParams, ex, id)
+    if (hooks.length > 0 || info.bodyKind === 'json') return runAsync(route, req, ex)
+    try {
+      if (route.params) req.params = route.params.parse(rawParams, 'path')
+      if (route.query || ex.rawQuery) req.query = parseQuery(ex.rawQuery, route.query)
+      const out = route.handler(req as never)
+      if (out instanceof Promise) return out.then((v) => toResult(v, info.status), (err) => failure(err, id, ex))
+      return toResult(out, info.status)
+    } catch (err) {
+      return failure(err, id, ex)
     }
+  }
+
+  async function runAsync(route: CompiledRoute, req: Request<any, any, any>, ex: HttpExchange): Promise<HttpResult> {
+    const { info } = route
     try {
       for (const hook of hooks) await hook(req, info)
-      if (route.params) req.params = route.params.parse(rawParams, 'path')
+      if (route.params) req.params = route.params.parse(req.params, 'path')
       if (route.query || ex.rawQuery) req.query = parseQuery(ex.rawQuery, route.query)
       if (info.bodyKind === 'json') {
         const buf = await ex.body.buffer()
         req.body = parseJsonBody(buf, route.body !== undefined)
         if (route.body) req.body = route.body.parse(req.body, 'body')
       }
-      const out = await route.handler(req as never)
-      return toResult(out, info.status)
+      return toResult(await route.handler(req as never), info.status)
     } catch (err) {
-      const { status, body, headers } = errorBody(err)
-      if (status >= 500) log.error({ err, reqId: id, method: ex.method, path: ex.path }, 'request failed')
-      return jsonResult(status, body, headers)
+      return failure(err, req.id, ex)
     }
   }
 
   const toResult = (out: unknown, status: number): HttpResult => {
     if (out instanceof Reply) {
-      if (out.kind === 'json') return jsonResult(out.status, out.body, out.headers)
+      if (out.kind === 'json') return jsonResult(out.status, out.body, Object.keys(out.headers).length > 0 ? out.headers : undefined)
       return { status: out.status, headers: { ...out.headers }, body: out.body as string | Uint8Array | Readable }
     }
     return jsonResult(out === undefined ? 204 : status, out)
   }
 
-  const dispatcher: Dispatcher = { plan, dispatch, refuse }
+  const dispatcher: Dispatcher = { match, dispatch, refuse }
   let server: UwsServer | null = null
   let closed = false
 
@@ -289,7 +302,8 @@ export async function createApp(opts: AppOptions): Promise<App> {
         bytes = Buffer.from(JSON.stringify(r.body))
         headers['content-type'] ??= 'application/json'
       }
-      const p = plan(r.method, path)
+      const matched = match(r.method, path)
+      const p = matched.plan
       const body: BodySource = {
         buffer: async () => {
           if (p.kind === 'buffer' && bytes.length > p.limit) {
@@ -299,7 +313,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
         },
         stream: () => Readable.from([bytes]),
       }
-      const result = await dispatch({ method: r.method, path, rawQuery, headers, remoteAddress: '127.0.0.1', body, signal: new AbortController().signal })
+      const result = await dispatch({ method: r.method, path, rawQuery, headers, remoteAddress: '127.0.0.1', body, signal: new AbortController().signal }, matched)
       let out: Buffer
       if (result.body instanceof Readable) {
         const parts: Buffer[] = []
@@ -314,6 +328,34 @@ export async function createApp(opts: AppOptions): Promise<App> {
         json: () => JSON.parse(out.toString('utf8')),
       }
     },
+  }
+}
+
+/** The request handlers see. A class, so that no closure is created per request. */
+class KernelRequest implements Request<any, any, any> {
+  readonly method: Method
+  readonly path: string
+  readonly headers: Readonly<Record<string, string>>
+  query: Record<string, unknown> = {}
+  body: unknown = undefined
+  caller: Caller | null = null
+
+  constructor(readonly id: string, public params: any, private readonly ex: HttpExchange, readonly log: Logger) {
+    this.method = ex.method
+    this.path = ex.path
+    this.headers = ex.headers
+  }
+
+  get remoteAddress(): string {
+    return this.ex.remoteAddress
+  }
+
+  get signal(): AbortSignal {
+    return this.ex.signal
+  }
+
+  stream(): Readable {
+    return this.ex.body.stream()
   }
 }
 

@@ -103,6 +103,8 @@ export interface RouteInfo {
 export type RequestHook = (req: Request, route: RouteInfo) => void | Promise<void>
 
 export interface PluginContext {
+  /** 'api' serves HTTP (and runs the built-in worker when enabled); 'worker' only consumes the queue. */
+  readonly mode: 'api' | 'worker'
   readonly settings: Readonly<Settings>
   readonly log: Logger
   readonly adapters: Adapters

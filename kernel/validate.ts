@@ -60,14 +60,22 @@ export interface CompiledSchema<T extends TSchema> {
   parse(value: unknown, where: 'body' | 'query' | 'path'): Static<T>
 }
 
+/** Whether any part of the schema declares a default (Value.Default is a generic walker: skip it when useless). */
+function hasDefaults(schema: unknown): boolean {
+  if (typeof schema !== 'object' || schema === null) return false
+  if ('default' in schema) return true
+  return Object.values(schema).some((v) => typeof v === 'object' && v !== null && hasDefaults(v))
+}
+
 export function compile<T extends TSchema>(schema: T): CompiledSchema<T> {
   const check: TypeCheck<T> = TypeCompiler.Compile(schema)
+  const defaults = hasDefaults(schema)
   return {
     schema,
     parse(value, where) {
       let v = value
       if (where !== 'body') v = Value.Convert(schema, v)
-      v = Value.Default(schema, v)
+      if (defaults) v = Value.Default(schema, v)
       if (check.Check(v)) return v as Static<T>
       throw new ValidationError(issues(check.Errors(v), where))
     },

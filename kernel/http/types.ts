@@ -13,9 +13,10 @@ export interface HttpExchange {
   path: string
   rawQuery: string
   headers: Record<string, string>
-  remoteAddress: string
-  body: BodySource
-  signal: AbortSignal
+  /** Getters: transports compute them only when a handler reads them. */
+  readonly remoteAddress: string
+  readonly body: BodySource
+  readonly signal: AbortSignal
 }
 
 export interface HttpResult {
@@ -31,9 +32,15 @@ export interface BodyPlan {
   limit: number
 }
 
+/** The route lookup, done once per request; opaque to transports. */
+export interface Matched {
+  readonly plan: BodyPlan
+}
+
 export interface Dispatcher {
-  plan(method: Method, path: string): BodyPlan
-  dispatch(ex: HttpExchange): Promise<HttpResult>
+  match(method: Method, path: string): Matched
+  /** Synchronous when the handler is (no hook, no body, no await): the transport answers in the same tick. */
+  dispatch(ex: HttpExchange, matched: Matched): HttpResult | Promise<HttpResult>
   /** A response for a request refused before dispatch (body over the cap, shutting down). */
   refuse(status: number, detail: string): HttpResult
 }

@@ -7,7 +7,7 @@ import uws from 'uWebSockets.js'
 import { AppError } from '../errors.ts'
 import type { Logger } from '../log.ts'
 import type { Method } from '../router.ts'
-import type { BodySource, Dispatcher, HttpResult } from './types.ts'
+import type { BodySource, Dispatcher, HttpExchange, HttpResult } from './types.ts'
 
 const STATUS_LINES = new Map<number, string>()
 const statusLine = (code: number): string => {
@@ -31,57 +31,50 @@ export interface UwsServer {
 export function listenUws(dispatcher: Dispatcher, opts: { host: string; port: number; log: Logger }): Promise<UwsServer> {
   const app = uws.App()
   let inflight = 0
-  let draining = false
   let onIdle: (() => void) | null = null
 
+  const state = {
+    draining: false,
+    log: opts.log,
+    /** Called when a dispatched promise settles. */
+    settled() {
+      inflight--
+      if (inflight === 0 && onIdle) onIdle()
+    },
+  }
+
   app.any('/*', (res, req) => {
-    const aborter = new AbortController()
-    let aborted = false
-    let done = false
-    res.onAborted(() => {
-      aborted = true
-      aborter.abort()
-    })
-
-    const method = METHODS[req.getMethod()] ?? ('OPTIONS' as Method)
-    const path = req.getUrl()
-    const rawQuery = req.getQuery() ?? ''
-    const headers: Record<string, string> = {}
-    req.forEach((k, v) => {
-      headers[k] = v
-    })
-    const remoteAddress = Buffer.from(res.getRemoteAddressAsText()).toString()
-
-    const finish = (result: HttpResult) => {
-      if (aborted || done) return
-      done = true
-      send(res, method, result, draining, () => aborted)
-    }
-
-    if (draining) {
-      finish(dispatcher.refuse(503, 'Server is shutting down'))
+    const ex = new UwsExchange(res, req, state)
+    res.onAborted(() => ex.abort())
+    if (state.draining) {
+      ex.finish(dispatcher.refuse(503, 'Server is shutting down'))
       return
     }
-
-    const plan = dispatcher.plan(method, path)
-    const declared = headers['content-length'] ? Number(headers['content-length']) : NaN
-    if (plan.kind === 'buffer' && declared > plan.limit) {
-      finish(dispatcher.refuse(413, `Request body too large: at most ${plan.limit} bytes`))
-      return
+    const matched = dispatcher.match(ex.method, ex.path)
+    const plan = matched.plan
+    if (plan.kind === 'buffer') {
+      const declared = ex.headers['content-length']
+      if (declared !== undefined && Number(declared) > plan.limit) {
+        ex.finish(dispatcher.refuse(413, `Request body too large: at most ${plan.limit} bytes`))
+        return
+      }
+      ex.source = bufferBody(res, plan.limit)
+    } else if (plan.kind === 'stream') {
+      ex.source = streamBody(res, ex)
     }
-    const body = plan.kind === 'stream' ? streamBody(res, aborter.signal) : plan.kind === 'buffer' ? bufferBody(res, plan.limit) : discardBody(res)
-
-    inflight++
-    dispatcher
-      .dispatch({ method, path, rawQuery, headers, remoteAddress, body, signal: aborter.signal })
-      .then(finish, (err) => {
-        opts.log.error({ err }, 'dispatch failed')
-        finish(dispatcher.refuse(500, 'Internal Server Error'))
-      })
-      .finally(() => {
-        inflight--
-        if (inflight === 0 && onIdle) onIdle()
-      })
+    let out: HttpResult | Promise<HttpResult>
+    try {
+      out = dispatcher.dispatch(ex, matched)
+    } catch (err) {
+      opts.log.error({ err }, 'dispatch failed')
+      out = dispatcher.refuse(500, 'Internal Server Error')
+    }
+    if (out instanceof Promise) {
+      inflight++
+      ex.wait(out, dispatcher)
+    } else {
+      ex.finish(out)
+    }
   })
 
   return new Promise((resolve, reject) => {
@@ -95,8 +88,8 @@ export function listenUws(dispatcher: Dispatcher, opts: { host: string; port: nu
         port,
         inflight: () => inflight,
         async close(graceMs) {
-          if (draining) return
-          draining = true
+          if (state.draining) return
+          state.draining = true
           uws.us_listen_socket_close(listenSocket)
           if (inflight > 0) {
             await new Promise<void>((done) => {
@@ -114,10 +107,84 @@ export function listenUws(dispatcher: Dispatcher, opts: { host: string; port: nu
   })
 }
 
-function send(res: uws.HttpResponse, method: Method, result: HttpResult, closeConnection: boolean, isAborted: () => boolean): void {
+interface ServerState {
+  draining: boolean
+  log: Logger
+  settled(): void
+}
+
+// req.forEach is synchronous: one shared callback fills whichever header object is being collected,
+// instead of a new closure per request.
+let collecting: Record<string, string> = {}
+const collectHeader = (key: string, value: string): void => {
+  collecting[key] = value
+}
+
+/** One request: built synchronously from uWS's req (valid only now), then read lazily by the kernel. */
+class UwsExchange implements HttpExchange {
+  readonly method: Method
+  readonly path: string
+  readonly rawQuery: string
+  readonly headers: Record<string, string> = {}
+  source: BodySource | null = null
+  aborted = false
+  done = false
+  private controller: AbortController | null = null
+  private remote: string | null = null
+
+  constructor(private readonly res: uws.HttpResponse, req: uws.HttpRequest, private readonly state: ServerState) {
+    this.method = METHODS[req.getMethod()] ?? 'OPTIONS'
+    this.path = req.getUrl()
+    this.rawQuery = req.getQuery() ?? ''
+    collecting = this.headers
+    req.forEach(collectHeader)
+  }
+
+  get remoteAddress(): string {
+    if (this.remote === null) this.remote = this.aborted || this.done ? '' : Buffer.from(this.res.getRemoteAddressAsText()).toString()
+    return this.remote
+  }
+
+  get body(): BodySource {
+    return (this.source ??= EMPTY_BODY)
+  }
+
+  get signal(): AbortSignal {
+    this.controller ??= new AbortController()
+    if (this.aborted) this.controller.abort()
+    return this.controller.signal
+  }
+
+  abort(): void {
+    this.aborted = true
+    this.controller?.abort()
+  }
+
+  finish(result: HttpResult): void {
+    if (this.aborted || this.done) return
+    this.done = true
+    send(this.res, this.method, result, this.state.draining, this)
+  }
+
+  wait(out: Promise<HttpResult>, dispatcher: Dispatcher): void {
+    out.then(
+      (result) => {
+        this.finish(result)
+        this.state.settled()
+      },
+      (err: unknown) => {
+        this.state.log.error({ err }, 'dispatch failed')
+        this.finish(dispatcher.refuse(500, 'Internal Server Error'))
+        this.state.settled()
+      },
+    )
+  }
+}
+
+function send(res: uws.HttpResponse, method: Method, result: HttpResult, closeConnection: boolean, ex: { aborted: boolean }): void {
   const { status, headers, body } = result
   if (body instanceof Readable) {
-    pipeStream(res, result, body, isAborted)
+    pipeStream(res, result, body, () => ex.aborted)
     return
   }
   // uWS writes its own Connection header: a 'connection: close' from the kernel becomes its close flag.
@@ -163,38 +230,58 @@ function copy(chunk: ArrayBuffer): Buffer {
   return Buffer.from(new Uint8Array(chunk).slice())
 }
 
-function bufferBody(res: uws.HttpResponse, limit: number): BodySource {
-  const chunks: Buffer[] = []
-  let size = 0
-  let settled = false
-  let resolveFn: (b: Buffer) => void
-  let rejectFn: (e: unknown) => void
-  const promise = new Promise<Buffer>((resolve, reject) => {
-    resolveFn = resolve
-    rejectFn = reject
-  })
-  promise.catch(() => {})
-  res.onData((chunk, isLast) => {
-    if (settled) return
-    size += chunk.byteLength
-    if (size > limit) {
-      settled = true
-      rejectFn(new AppError('BODY_TOO_LARGE', 413, `Request body too large: at most ${limit} bytes`, { headers: { connection: 'close' } }))
+/** Collects a body up to a cap. A class: the one onData closure per request is the only allocation of its kind. */
+class BufferedBody implements BodySource {
+  private readonly chunks: Buffer[] = []
+  private size = 0
+  private result: Buffer | AppError | null = null
+  private waiter: { resolve(b: Buffer): void; reject(e: unknown): void } | null = null
+
+  constructor(res: uws.HttpResponse, private readonly limit: number) {
+    res.onData((chunk, isLast) => this.onData(chunk, isLast))
+  }
+
+  private onData(chunk: ArrayBuffer, isLast: boolean): void {
+    if (this.result !== null) return
+    this.size += chunk.byteLength
+    if (this.size > this.limit) {
+      this.settle(new AppError('BODY_TOO_LARGE', 413, `Request body too large: at most ${this.limit} bytes`, { headers: { connection: 'close' } }))
       return
     }
-    chunks.push(copy(chunk))
-    if (isLast) {
-      settled = true
-      resolveFn(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size))
-    }
-  })
-  return {
-    buffer: () => promise,
-    stream: () => Readable.from(promise.then((b) => [b]).catch(() => []) as never),
+    this.chunks.push(copy(chunk))
+    if (isLast) this.settle(this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.size))
+  }
+
+  private settle(value: Buffer | AppError): void {
+    this.result = value
+    const w = this.waiter
+    this.waiter = null
+    if (w) value instanceof AppError ? w.reject(value) : w.resolve(value)
+  }
+
+  buffer(): Promise<Buffer> {
+    const r = this.result
+    if (r !== null) return r instanceof AppError ? Promise.reject(r) : Promise.resolve(r)
+    return new Promise((resolve, reject) => {
+      this.waiter = { resolve, reject }
+    })
+  }
+
+  stream(): Readable {
+    return Readable.from(this.buffer().then((b) => [b]).catch(() => []) as never)
   }
 }
 
-function streamBody(res: uws.HttpResponse, signal: AbortSignal): BodySource {
+function bufferBody(res: uws.HttpResponse, limit: number): BodySource {
+  return new BufferedBody(res, limit)
+}
+
+const EMPTY_BODY: BodySource = {
+  buffer: async () => Buffer.alloc(0),
+  stream: () => Readable.from([]),
+}
+
+function streamBody(res: uws.HttpResponse, ex: { readonly signal: AbortSignal }): BodySource {
   let paused = false
   const readable = new Readable({
     highWaterMark: 256 * 1024,
@@ -212,7 +299,7 @@ function streamBody(res: uws.HttpResponse, signal: AbortSignal): BodySource {
     }
     if (isLast) readable.push(null)
   })
-  signal.addEventListener('abort', () => readable.destroy(new AppError('CLIENT_ABORTED', 400, 'client closed the connection')), { once: true })
+  ex.signal.addEventListener('abort', () => readable.destroy(new AppError('CLIENT_ABORTED', 400, 'client closed the connection')), { once: true })
   return {
     buffer: async () => {
       const parts: Buffer[] = []
@@ -220,13 +307,5 @@ function streamBody(res: uws.HttpResponse, signal: AbortSignal): BodySource {
       return Buffer.concat(parts)
     },
     stream: () => readable,
-  }
-}
-
-function discardBody(res: uws.HttpResponse): BodySource {
-  res.onData(() => {})
-  return {
-    buffer: async () => Buffer.alloc(0),
-    stream: () => Readable.from([]),
   }
 }

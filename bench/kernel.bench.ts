@@ -1,0 +1,117 @@
+// Kernel throughput: the same GET and JSON POST handlers on our uWS kernel, node:http and Fastify 5,
+// loaded by wrk (a separate process) in alternating rounds after a warm-up. Target: at least 2x Fastify.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { writeFileSync, mkdtempSync } from 'node:fs'
+import { cpus, tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+
+type Server = 'quarry' | 'node' | 'fastify'
+const SERVERS: Server[] = ['quarry', 'node', 'fastify']
+
+export interface KernelBenchOptions {
+  quick: boolean
+}
+
+interface Sample { rps: number; p99ms: number }
+
+function wrkPath(): string {
+  const which = spawnSync('sh', ['-c', 'command -v wrk'], { encoding: 'utf8' })
+  if (which.status !== 0) throw new Error("wrk is not installed: apt-get install wrk (Debian package 'wrk')")
+  return which.stdout.trim()
+}
+
+async function startServer(kind: Server, port: number): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/kernel/servers.ts', kind, String(port)], { stdio: ['ignore', 'pipe', 'inherit'] })
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${kind} did not start`)), 30_000)
+    child.stdout!.on('data', (d: Buffer) => {
+      if (d.toString().includes('ready')) {
+        clearTimeout(timer)
+        resolve()
+      }
+    })
+    child.once('exit', (code) => reject(new Error(`${kind} exited with ${code}`)))
+  })
+  return child
+}
+
+function parseWrk(out: string): Sample {
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1])
+  const m = /\s99%\s+([\d.]+)(us|ms|s)/.exec(out)
+  if (!rps || !m) throw new Error(`cannot read wrk output:\n${out}`)
+  const p99ms = Number(m[1]) * (m[2] === 'us' ? 0.001 : m[2] === 's' ? 1000 : 1)
+  return { rps, p99ms }
+}
+
+function runWrk(wrk: string, url: string, seconds: number, script?: string): Sample {
+  const args = ['-t1', '-c64', `-d${seconds}s`, '--latency', ...(script ? ['-s', script] : []), url]
+  const r = spawnSync(wrk, args, { encoding: 'utf8', timeout: (seconds + 30) * 1000 })
+  if (r.status !== 0) throw new Error(`wrk failed: ${r.stderr}`)
+  return parseWrk(r.stdout)
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+
+export async function run(opts: KernelBenchOptions = { quick: true }) {
+  const wrk = wrkPath()
+  const rounds = opts.quick ? 3 : 5
+  const seconds = opts.quick ? 3 : 10
+  const dir = mkdtempSync(join(tmpdir(), 'quarry-bench-'))
+  const postScript = join(dir, 'post.lua')
+  writeFileSync(postScript, `wrk.method = "POST"\nwrk.body = '{"name":"quarry","count":21,"tags":["a","b"]}'\nwrk.headers["Content-Type"] = "application/json"\n`)
+
+  const ports: Record<Server, number> = { quarry: 18431, node: 18432, fastify: 18433 }
+  const children: ChildProcess[] = []
+  try {
+    for (const s of SERVERS) children.push(await startServer(s, ports[s]))
+    await sleep(300)
+    // Warm-up: every server, both routes.
+    for (const s of SERVERS) {
+      runWrk(wrk, `http://127.0.0.1:${ports[s]}/ping`, 1)
+      runWrk(wrk, `http://127.0.0.1:${ports[s]}/echo`, 1, postScript)
+    }
+    const samples: Record<string, Record<Server, Sample[]>> = { get: { quarry: [], node: [], fastify: [] }, post: { quarry: [], node: [], fastify: [] } }
+    for (let round = 0; round < rounds; round++) {
+      // Alternate the order each round so drift on the machine does not favour one server.
+      const order = round % 2 === 0 ? SERVERS : [...SERVERS].reverse()
+      for (const s of order) {
+        samples.get[s].push(runWrk(wrk, `http://127.0.0.1:${ports[s]}/ping`, seconds))
+        samples.post[s].push(runWrk(wrk, `http://127.0.0.1:${ports[s]}/echo`, seconds, postScript))
+      }
+    }
+    const summary: Record<string, unknown> = {}
+    for (const route of ['get', 'post'] as const) {
+      const stat = (s: Server) => {
+        const rps = samples[route][s].map((x) => x.rps)
+        const p99 = samples[route][s].map((x) => x.p99ms)
+        return { rps_median: Math.round(median(rps)), rps_min: Math.round(Math.min(...rps)), rps_max: Math.round(Math.max(...rps)), p99_ms_median: +median(p99).toFixed(3) }
+      }
+      const q = stat('quarry'), n = stat('node'), f = stat('fastify')
+      summary[route] = {
+        quarry: q, node_http: n, fastify: f,
+        ratio_vs_fastify: +(q.rps_median / f.rps_median).toFixed(2),
+        ratio_vs_node_http: +(q.rps_median / n.rps_median).toFixed(2),
+      }
+    }
+    return {
+      name: 'kernel',
+      machine: { cpu: cpus()[0]?.model, cores: cpus().length, node: process.version },
+      sizes: { rounds, seconds_per_round: seconds, connections: 64, wrk_threads: 1 },
+      target: 'quarry req/s >= 2x fastify on GET and POST',
+      results: summary,
+    }
+  } finally {
+    for (const c of children) c.kill('SIGTERM')
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const result = await run({ quick: !process.argv.includes('--full') })
+  const r = result.results as Record<string, any>
+  console.log(`machine: ${result.machine.cpu} x${result.machine.cores}, node ${result.machine.node}; ${JSON.stringify(result.sizes)}`)
+  for (const route of ['get', 'post']) {
+    const x = r[route]
+    console.log(`${route.toUpperCase().padEnd(4)} quarry ${x.quarry.rps_median} req/s (p99 ${x.quarry.p99_ms_median} ms) | node:http ${x.node_http.rps_median} (p99 ${x.node_http.p99_ms_median}) | fastify ${x.fastify.rps_median} (p99 ${x.fastify.p99_ms_median}) | ratio vs fastify ${x.ratio_vs_fastify}x, vs node:http ${x.ratio_vs_node_http}x`)
+  }
+}
