@@ -1,7 +1,8 @@
 // The feature plugins the service loads, in no particular order: the kernel sorts them by dependsOn.
 import type { Plugin } from './plugin.ts'
 import apidocs from '../plugins/apidocs/index.ts'
+import docs from '../plugins/docs/index.ts'
 import health from '../plugins/health/index.ts'
 import kb from '../plugins/kb/index.ts'
 
-export const defaultPlugins = (): Plugin<any>[] => [health, kb, apidocs]
+export const defaultPlugins = (): Plugin<any>[] => [health, kb, docs, apidocs]

@@ -1,0 +1,71 @@
+// The one worker entry of the compute pool. It is plain ESM because it must run before any TypeScript can:
+// it registers tsx in this thread, so the .task.ts modules load the same way whether the process was started
+// with `tsx`, `node --import tsx` or `node --test` (the pool starts workers with an empty execArgv).
+import { parentPort } from 'node:worker_threads'
+import { register } from 'tsx/esm/api'
+import { move, transferableSymbol, valueSymbol } from 'piscina'
+
+register()
+
+const TASK_NAME = /^[a-z][a-z0-9-]*$/
+const modules = new Map()
+
+function load(task) {
+  let mod = modules.get(task)
+  if (mod === undefined) {
+    if (typeof task !== 'string' || !TASK_NAME.test(task)) throw new Error(`invalid task name ${JSON.stringify(task)}`)
+    mod = import(new URL(`./tasks/${task}.task.ts`, import.meta.url).href)
+    // A module that fails to load is not cached, so a fixed file is picked up by the next call.
+    mod.catch(() => modules.delete(task))
+    modules.set(task, mod)
+  }
+  return mod
+}
+
+/** Typed arrays in a result that own their whole buffer, collected so the reply moves them instead of copying. */
+function collectBuffers(value, out, depth) {
+  if (value === null || typeof value !== 'object' || depth > 6) return
+  if (ArrayBuffer.isView(value)) {
+    const buf = value.buffer
+    if (buf instanceof ArrayBuffer && value.byteOffset === 0 && value.byteLength === buf.byteLength) out.add(buf)
+    return
+  }
+  if (value instanceof ArrayBuffer) {
+    out.add(value)
+    return
+  }
+  if (Array.isArray(value)) {
+    // Arrays of primitives (token ids, offsets) hold nothing to move: look at the first element only.
+    if (value.length > 0 && (value[0] === null || typeof value[0] !== 'object')) return
+    for (const v of value) collectBuffers(v, out, depth + 1)
+    return
+  }
+  for (const k in value) collectBuffers(value[k], out, depth + 1)
+}
+
+function movable(reply) {
+  if (!reply.result?.ok) return reply
+  const buffers = new Set()
+  collectBuffers(reply.result.value, buffers, 0)
+  if (buffers.size === 0) return reply
+  return move({
+    get [transferableSymbol]() { return [...buffers] },
+    get [valueSymbol]() { return reply },
+  })
+}
+
+export default async function runTask({ id, task, request }) {
+  parentPort?.postMessage({ quarryTaskStarted: id })
+  let result
+  try {
+    const mod = await load(task)
+    if (typeof mod.default !== 'function') throw new Error(`compute/tasks/${task}.task.ts has no default export function`)
+    result = await mod.default(request)
+  } catch (err) {
+    return { thrown: err instanceof Error ? `${err.name === 'Error' ? '' : `${err.name}: `}${err.message}` : String(err) }
+  }
+  if (result === null || typeof result !== 'object' || typeof result.ok !== 'boolean') {
+    return { thrown: `returned ${result === null ? 'null' : typeof result} instead of a TaskResult` }
+  }
+  return movable({ result })
+}

@@ -1,0 +1,61 @@
+// Documents: the endpoints of spec 4.7, the ingest pipeline and the built-in worker.
+import { createComputePool } from '../../compute/pool.ts'
+import { definePlugin } from '../../kernel/plugin.ts'
+import type { KbService } from '../kb/service.ts'
+import { createProcessor, type PipelineMetrics } from './pipeline.ts'
+import { registerDocRoutes } from './routes.ts'
+import { createDocsService, type DocsService, type IngestHook } from './service.ts'
+import { createWorker, type Worker } from './worker.ts'
+
+export interface DocsPlugin {
+  service: DocsService
+  /** The built-in worker, or null when this process does not consume the queue. */
+  worker: Worker | null
+  metrics: PipelineMetrics
+  addIngestHook(hook: IngestHook): void
+}
+
+export default definePlugin<DocsPlugin & { close(): Promise<void> }>({
+  name: 'docs',
+  dependsOn: ['kb'],
+  async register(ctx) {
+    const { settings, adapters } = ctx
+    const kbs = ctx.use<KbService>('kb')
+    const service = createDocsService(adapters, settings, kbs)
+    registerDocRoutes(ctx, service)
+
+    const pool = createComputePool({
+      maxThreads: settings.compute.max_threads || undefined,
+      taskTimeoutMs: settings.compute.task_timeout_sec * 1000,
+      maxOldGenerationSizeMb: settings.compute.worker_memory_mb,
+    })
+    const processor = createProcessor({ adapters, pool, kbs, repo: service.repo, settings, log: ctx.log, promoteDuplicates: service.promoteDuplicates })
+    const consume = ctx.mode === 'worker' || settings.queue_worker.enabled
+    let worker: Worker | null = null
+    if (consume) {
+      worker = createWorker({ queue: adapters.queue, repo: service.repo, processor, log: ctx.log }, {
+        maxWorkers: settings.queue_worker.max_workers,
+        maxPerPoll: settings.queue_poll.max_per_poll,
+        pollIntervalMs: settings.queue_poll.poll_interval_sec * 1000,
+        retryIntervalMs: settings.queue_poll.retry_interval_sec * 1000,
+        leaseMs: Math.max(settings.compute.task_timeout_sec * 3, 300) * 1000,
+        heartbeatMs: 10_000,
+        staleMs: 60_000,
+      })
+      // One process owns an embedded queue and its data folder: whatever it finds active at start is orphaned.
+      await worker.start({ recoverAll: adapters.queue.name === 'embedded' })
+      ctx.log.info({ max_workers: settings.queue_worker.max_workers }, 'worker started')
+    }
+    return {
+      service,
+      worker,
+      metrics: processor.metrics,
+      addIngestHook: service.addIngestHook,
+      async close() {
+        await worker?.stop(settings.server.shutdown_grace_sec * 1000)
+        await pool.close({ force: true })
+      },
+    }
+  },
+  close: (plugin) => plugin.close(),
+})

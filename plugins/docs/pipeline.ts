@@ -1,0 +1,264 @@
+// The ingest pipeline (spec 1, 2.9): validate, dedup, parse, chunk, embed, upsert, meta. CPU-heavy steps run
+// in the compute pool; every status write is a compare-and-set, so a document failed through the API while
+// this runs is never overwritten, and what this run wrote is removed again.
+import type { Adapters, ChunkPayload, VectorPoint } from '../../adapters/ports.ts'
+import type { ComputePool } from '../../compute/pool.ts'
+import { chunkSemantic } from '../../compute/chunk/index.ts'
+import { unpackSparse } from '../../compute/text/sparse.ts'
+import type { Chunk, DocType } from '../../compute/types.ts'
+import type { Settings } from '../../kernel/config/schema.ts'
+import { AppError } from '../../kernel/errors.ts'
+import type { Logger } from '../../kernel/log.ts'
+import type { KbService } from '../kb/service.ts'
+import { compare, dropSignatures, screen, storeSignatures, type FinalVerdict } from './dedup.ts'
+import { docTypeOf } from './formats.ts'
+import { createDocRepo, type DocRepo, type DocumentRecord } from './repo.ts'
+import type { DocEvent } from './service.ts'
+import { truncateError } from './states.ts'
+import type { Processor } from './worker.ts'
+
+export const STAGES = ['validate', 'dedup', 'parse', 'chunk', 'embed', 'upsert', 'meta'] as const
+export type Stage = (typeof STAGES)[number]
+
+/** Totals since start: what the ingest benchmark reports per stage. */
+export interface PipelineMetrics {
+  documents: number
+  indexed: number
+  failed: number
+  skipped: number
+  bytes: number
+  chunks: number
+  stageMs: Record<Stage, number>
+}
+
+class StageError extends Error {
+  constructor(readonly stage: Stage, readonly detail: string) {
+    super(`${stage} failed: ${detail}`)
+  }
+}
+
+class Superseded extends Error {}
+
+const UPSERT_BATCH = 256
+
+export const chunkId = (docId: string, index: number) => `${docId}-${index}`
+export const parentId = (docId: string, level: number, index: number) => `${docId}-p${level}-${index}`
+
+export function createProcessor(deps: {
+  adapters: Adapters
+  pool: ComputePool
+  kbs: KbService
+  repo: DocRepo
+  settings: Readonly<Settings>
+  log: Logger
+  /** Queues again the documents kept out of the index as duplicates of a document going away. */
+  promoteDuplicates(docId: string): Promise<number>
+}): Processor & { metrics: PipelineMetrics } {
+  const { adapters, pool, kbs, repo, settings, log } = deps
+  const { sql, objects, vectors, embedder } = adapters
+  const metrics: PipelineMetrics = { documents: 0, indexed: 0, failed: 0, skipped: 0, bytes: 0, chunks: 0, stageMs: Object.fromEntries(STAGES.map((s) => [s, 0])) as Record<Stage, number> }
+  const builtin = embedder.name === 'builtin'
+
+  async function timed<T>(stage: Stage, fn: () => Promise<T>): Promise<T> {
+    const started = performance.now()
+    try {
+      return await fn()
+    } catch (err) {
+      if (err instanceof StageError || err instanceof Superseded) throw err
+      throw new StageError(stage, err instanceof Error ? err.message : String(err))
+    } finally {
+      metrics.stageMs[stage] += performance.now() - started
+    }
+  }
+
+  async function embedAll(texts: string[], signal: AbortSignal): Promise<Float32Array[]> {
+    return embedder.embed(texts, { signal })
+  }
+
+  async function ingest(doc: DocumentRecord, _event: Extract<DocEvent, { op: 'ingest' }>, signal: AbortSignal): Promise<void> {
+    metrics.documents++
+    const kbId = doc.kb_id
+    const docId = doc.doc_id
+    let wroteVectors = false
+    try {
+      // validate
+      const { bytes, cfg, docType } = await timed('validate', async () => {
+        if (!doc.storage_key) throw new Error('the document has no stored file')
+        const type = (doc.doc_type as DocType | null) ?? docTypeOf(doc.source)
+        if (!type) throw new Error(`unsupported file format: ${doc.source}`)
+        const cfg = await kbs.effectiveSettings(kbId).catch((err: unknown) => {
+          throw err instanceof AppError && err.status === 404 ? new Superseded() : err
+        })
+        const stream = await objects.get(doc.storage_key)
+        const parts: Buffer[] = []
+        let size = 0
+        const limit = settings.ingestion.max_file_size_mb * 1024 * 1024
+        for await (const part of stream) {
+          size += (part as Buffer).length
+          if (size > limit) throw new Error(`file is larger than the ${settings.ingestion.max_file_size_mb} MB limit`)
+          parts.push(part as Buffer)
+        }
+        if (size === 0) throw new Error('file is empty')
+        metrics.bytes += size
+        // A fresh, exactly sized buffer: it is moved to the worker thread, which detaches it here.
+        const bytes = new Uint8Array(size)
+        let at = 0
+        for (const p of parts) {
+          bytes.set(p, at)
+          at += p.length
+        }
+        return { bytes, cfg, docType: type }
+      })
+
+      // parse (+ dedup signatures, in the same worker call)
+      const analyzed = await timed('parse', () => pool.run('analyze', {
+        bytes, filename: doc.source, contentType: doc.content_type ?? undefined, policy: cfg.ingestion.html_extraction_policy,
+        parserPlugins: cfg.ingestion.parser_plugins, dedup: cfg.dedup.enabled ? {
+          ngram: cfg.dedup.simhash.ngram, simhash_bits: cfg.dedup.simhash.simhash_bits, num_bands: cfg.dedup.simhash.num_bands,
+          user_words_path: cfg.dedup.minhash.user_words_path,
+        } : null,
+      }, { transfer: [bytes], signal }))
+      const { parsed, signatures } = analyzed
+      const title = parsed.title || doc.title
+
+      // dedup stages 1-2
+      const early = signatures
+        ? await timed('dedup', () => screen(sql, kbId, docId, signatures, cfg.dedup))
+        : { verdict: 'unique' as const }
+      if (early.verdict === 'identical') {
+        await finishIdentical(doc, early.match, title, parsed.doc_type)
+        return
+      }
+
+      // chunk (+ sparse vectors, + built-in dense vectors)
+      const seg = await timed('chunk', async () => {
+        if (cfg.chunking.strategy === 'semantic') {
+          const chunked = await chunkSemantic(parsed.pages, cfg.chunking, (texts) => embedAll([...texts], signal))
+          const sparse = await pool.run('sparse', { texts: chunked.chunks.map((c) => c.text), kind: 'document' }, { signal })
+          return { ...chunked, sparse, dense: new Float32Array(0) }
+        }
+        return pool.run('segment', {
+          pages: parsed.pages, options: cfg.chunking, kind: docType === 'code' ? 'code' : 'text',
+          language: docType === 'code' ? doc.source.slice(doc.source.lastIndexOf('.') + 1) : undefined,
+          builtinDimensions: builtin ? embedder.dimensions : 0,
+        }, { signal })
+      })
+      if (seg.chunks.length === 0) throw new StageError('chunk', 'the document produced no chunk of at least chunking.min_chunk_chars characters')
+      metrics.chunks += seg.chunks.length
+
+      // embed
+      const dense = await timed('embed', async () => {
+        if (seg.dense.length > 0) {
+          const d = embedder.dimensions
+          return seg.chunks.map((_, i) => seg.dense.subarray(i * d, (i + 1) * d))
+        }
+        return embedAll(seg.chunks.map((c) => c.text), signal)
+      })
+
+      // dedup stage 3
+      let verdict: FinalVerdict = { verdict: 'unique' }
+      if (early.verdict === 'compare') {
+        verdict = await timed('dedup', () => compare(early.candidates, dense, (id) => vectors.docVectors(kbId, id), cfg.dedup))
+        if (verdict.verdict === 'identical') {
+          await finishIdentical(doc, verdict.match, title, parsed.doc_type)
+          return
+        }
+      }
+
+      // upsert
+      const now = new Date().toISOString()
+      await timed('upsert', async () => {
+        await vectors.ensureCollection(kbId, embedder.dimensions)
+        await vectors.deleteByDoc(kbId, docId)
+        wroteVectors = true
+        const parentIds = seg.parents.map((p) => parentId(docId, p.level, p.index))
+        const points: VectorPoint[] = seg.chunks.map((c: Chunk, i) => ({
+          dense: dense[i],
+          sparse: unpackSparse(seg.sparse, i),
+          payload: {
+            chunk_id: chunkId(docId, i), kb_id: kbId, doc_id: docId, chunk_index: i, title, source_type: doc.source_type,
+            source: doc.source, doc_type: parsed.doc_type, page_num: c.page_num, page_label: c.page_label, text: c.text,
+            start: c.start, end: c.end, parent_chunk_id: c.parent === null ? null : parentIds[c.parent], updated_at: now,
+          } satisfies ChunkPayload,
+        }))
+        for (let i = 0; i < points.length; i += UPSERT_BATCH) await vectors.upsert(kbId, points.slice(i, i + UPSERT_BATCH))
+      })
+
+      // meta
+      await timed('meta', async () => {
+        const indexed = await sql.transaction(async (tx) => {
+          await tx.query('DELETE FROM parent_chunks WHERE doc_id = $1', [docId])
+          if (seg.parents.length > 0) {
+            const childCount = new Array<number>(seg.parents.length).fill(0)
+            for (const c of seg.chunks) if (c.parent !== null) childCount[c.parent]++
+            for (const p of seg.parents) if (p.parent !== null) childCount[p.parent]++
+            const rows = seg.parents.map((p, i) => [
+              parentId(docId, p.level, p.index), kbId, docId, p.level, p.parent === null ? null : parentId(docId, seg.parents[p.parent].level, seg.parents[p.parent].index),
+              childCount[i], p.text, p.page_num, p.page_label, p.start, p.end,
+            ])
+            await tx.query(
+              `INSERT INTO parent_chunks (chunk_id, kb_id, doc_id, level, parent_chunk_id, child_count, text, page_num, page_label, start_offset, end_offset)
+               SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::int[], $7::text[], $8::int[], $9::text[], $10::int[], $11::int[])`,
+              Array.from({ length: 11 }, (_, col) => rows.map((r) => r[col])),
+            )
+          }
+          if (signatures) await storeSignatures(tx, kbId, docId, signatures, seg.chunks.length)
+          else await dropSignatures(tx, docId)
+          const moved = await createDocRepo(tx).transition(docId, ['running'], 'indexed', {
+            chunk_count: seg.chunks.length, embedding_model: embedder.model, title, doc_type: parsed.doc_type, last_error: null, duplicate_of: null,
+          })
+          if (!moved) throw new Superseded()
+          if (verdict.verdict === 'similar') {
+            const old = await createDocRepo(tx).transition(verdict.match, ['indexed'], 'outdated', { duplicate_of: docId })
+            return { outdated: old ? verdict.match : null }
+          }
+          return { outdated: null }
+        })
+        if (indexed.outdated) {
+          await vectors.deleteByDoc(kbId, indexed.outdated)
+          await sql.query('DELETE FROM parent_chunks WHERE doc_id = $1', [indexed.outdated])
+          log.info({ doc_id: docId, outdated: indexed.outdated }, 'similar document supersedes an older one')
+        }
+      })
+      metrics.indexed++
+    } catch (err) {
+      if (signal.aborted) throw err // shutting down: the row stays running and recovery re-queues it
+      if (wroteVectors || err instanceof Superseded) await cleanup(kbId, docId).catch(() => {})
+      if (err instanceof Superseded) {
+        log.info({ doc_id: docId }, 'document changed state while processing; result discarded')
+        return
+      }
+      metrics.failed++
+      const message = err instanceof StageError ? err.message : `processing failed: ${err instanceof Error ? err.message : String(err)}`
+      await repo.transition(docId, ['running'], 'failed', { last_error: truncateError(message) })
+      log.warn({ doc_id: docId, kb_id: kbId, reason: message }, 'document failed')
+    }
+  }
+
+  async function finishIdentical(doc: DocumentRecord, match: string, title: string, docType: string): Promise<void> {
+    metrics.skipped++
+    await cleanup(doc.kb_id, doc.doc_id)
+    const moved = await repo.transition(doc.doc_id, ['running'], 'outdated', { duplicate_of: match, chunk_count: 0, title, doc_type: docType, last_error: null })
+    if (moved) log.info({ doc_id: doc.doc_id, duplicate_of: match }, 'identical to an indexed document: not indexed')
+  }
+
+  async function cleanup(kbId: string, docId: string): Promise<void> {
+    await vectors.deleteByDoc(kbId, docId)
+    await sql.query('DELETE FROM parent_chunks WHERE doc_id = $1', [docId])
+    await dropSignatures(sql, docId)
+  }
+
+  async function remove(doc: DocumentRecord, hard: boolean): Promise<void> {
+    await cleanup(doc.kb_id, doc.doc_id)
+    if (hard) {
+      if (doc.storage_key) await objects.delete([doc.storage_key])
+      await repo.remove(doc.doc_id, ['deleting'])
+    } else {
+      await repo.transition(doc.doc_id, ['deleting'], 'deleted')
+    }
+    await deps.promoteDuplicates(doc.doc_id)
+  }
+
+  return { ingest, remove, metrics }
+}
+

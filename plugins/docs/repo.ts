@@ -1,0 +1,203 @@
+// Document rows on the metadata port. Status changes go through transition(): a compare-and-set on the
+// states the caller expects, so a write based on a stale read never lands (a `fail` is never overwritten).
+import { randomBytes } from 'node:crypto'
+import type { SqlRunner } from '../../adapters/ports.ts'
+import { isUniqueViolation } from '../../adapters/metadata/common.ts'
+import { STATUSES, type DocStatus } from './states.ts'
+
+export interface DocumentRecord {
+  doc_id: string
+  kb_id: string
+  title: string
+  source_type: string
+  source: string
+  storage_key: string | null
+  connector_id: string | null
+  status: DocStatus
+  doc_type: string | null
+  chunk_count: number | null
+  file_size: number | null
+  embedding_model: string | null
+  last_error: string | null
+  etag: string | null
+  source_uri: string | null
+  content_version: string | null
+  duplicate_of: string | null
+  content_type: string | null
+  created_at: string
+  updated_at: string
+}
+
+const COLUMNS = `doc_id, kb_id, title, source_type, source, storage_key, connector_id::text AS connector_id, status, doc_type,
+  chunk_count, file_size, embedding_model, last_error, etag, source_uri, content_version, duplicate_of, content_type, created_at, updated_at`
+
+/** Fields a transition may set along with the status. */
+export type DocFields = Partial<Pick<DocumentRecord,
+  'title' | 'storage_key' | 'doc_type' | 'chunk_count' | 'file_size' | 'embedding_model' | 'last_error' | 'etag' |
+  'source_uri' | 'content_version' | 'duplicate_of' | 'content_type'>> & { pending_op?: PendingOp }
+
+/** What a pending document waits for, so that recovery can queue it again. */
+export type PendingOp = 'ingest' | 'delete' | 'delete_hard'
+
+const SETTABLE = new Set(['title', 'storage_key', 'doc_type', 'chunk_count', 'file_size', 'embedding_model', 'last_error', 'etag', 'source_uri', 'content_version', 'duplicate_of', 'content_type', 'pending_op'])
+
+export const newDocId = (): string => randomBytes(8).toString('hex')
+
+export const SORT_COLUMNS = ['updated_at', 'created_at', 'source', 'chunk_count', 'file_size'] as const
+export type SortColumn = (typeof SORT_COLUMNS)[number]
+
+export interface ListFilter {
+  kbId?: string
+  status?: DocStatus
+  sourceType?: string
+  search?: string
+  connectorId?: string
+  sortBy: SortColumn
+  sortOrder: 'asc' | 'desc'
+  page: number
+  pageSize: number
+}
+
+export type DocCounts = Record<DocStatus | 'total', number>
+
+const HEARTBEAT_STATES = new Set<DocStatus>(['uploading', 'fetching', 'running', 'deleting'])
+
+export function createDocRepo(db: SqlRunner) {
+  return {
+    async get(kbId: string, docId: string): Promise<DocumentRecord | null> {
+      const rows = await db.query<DocumentRecord>(`SELECT ${COLUMNS} FROM documents WHERE doc_id = $1 AND kb_id = $2`, [docId, kbId])
+      return rows[0] ?? null
+    },
+
+    async getById(docId: string): Promise<DocumentRecord | null> {
+      const rows = await db.query<DocumentRecord>(`SELECT ${COLUMNS} FROM documents WHERE doc_id = $1`, [docId])
+      return rows[0] ?? null
+    },
+
+    async findBySource(kbId: string, source: string): Promise<DocumentRecord | null> {
+      const rows = await db.query<DocumentRecord>(`SELECT ${COLUMNS} FROM documents WHERE kb_id = $1 AND source = $2`, [kbId, source])
+      return rows[0] ?? null
+    },
+
+    /** A new row in `status`; null when (kb_id, source) exists already (a concurrent upload won). */
+    async insert(doc: { doc_id: string; kb_id: string; source: string; status: DocStatus; title: string; source_type: string; doc_type: string | null; connector_id?: string | null; source_uri?: string | null; content_type?: string | null }): Promise<DocumentRecord | null> {
+      try {
+        const rows = await db.query<DocumentRecord>(
+          `INSERT INTO documents (doc_id, kb_id, source, status, title, source_type, doc_type, connector_id, source_uri, content_type, heartbeat_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8::uuid, $9, $10, now()) RETURNING ${COLUMNS}`,
+          [doc.doc_id, doc.kb_id, doc.source, doc.status, doc.title, doc.source_type, doc.doc_type, doc.connector_id ?? null, doc.source_uri ?? null, doc.content_type ?? null],
+        )
+        return rows[0]
+      } catch (err) {
+        if (isUniqueViolation(err)) return null
+        throw err
+      }
+    },
+
+    /** Compare-and-set: moves the document to `to` only if its status is one of `from`. */
+    async transition(docId: string, from: readonly DocStatus[], to: DocStatus, fields: DocFields = {}): Promise<DocumentRecord | null> {
+      const params: unknown[] = [docId, from as DocStatus[], to]
+      const sets = ['status = $3', 'updated_at = now()', HEARTBEAT_STATES.has(to) ? 'heartbeat_at = now()' : 'heartbeat_at = NULL']
+      for (const [key, value] of Object.entries(fields)) {
+        if (!SETTABLE.has(key) || value === undefined) continue
+        params.push(value)
+        sets.push(`${key} = $${params.length}`)
+      }
+      const rows = await db.query<DocumentRecord>(
+        `UPDATE documents SET ${sets.join(', ')} WHERE doc_id = $1 AND status = ANY($2::text[]) RETURNING ${COLUMNS}`,
+        params,
+      )
+      return rows[0] ?? null
+    },
+
+    async pendingOp(docId: string): Promise<PendingOp | null> {
+      const rows = await db.query<{ pending_op: PendingOp | null }>('SELECT pending_op FROM documents WHERE doc_id = $1', [docId])
+      return rows[0]?.pending_op ?? null
+    },
+
+    async heartbeat(docIds: readonly string[]): Promise<void> {
+      if (docIds.length === 0) return
+      await db.query('UPDATE documents SET heartbeat_at = now() WHERE doc_id = ANY($1::text[])', [docIds as string[]])
+    },
+
+    /** Rows in an active state whose heartbeat is older than staleMs (left behind by a crashed process). */
+    async stale(states: readonly DocStatus[], staleMs: number): Promise<DocumentRecord[]> {
+      return db.query<DocumentRecord>(
+        `SELECT ${COLUMNS} FROM documents WHERE status = ANY($1::text[])
+           AND (heartbeat_at IS NULL OR heartbeat_at <= now() - ($2::float8 * interval '1 millisecond'))
+         ORDER BY updated_at LIMIT 1000`,
+        [states as DocStatus[], staleMs],
+      )
+    },
+
+    /** Hard delete of the row only if it is still in one of `from`. */
+    async remove(docId: string, from: readonly DocStatus[]): Promise<boolean> {
+      const rows = await db.query('DELETE FROM documents WHERE doc_id = $1 AND status = ANY($2::text[]) RETURNING doc_id', [docId, from as DocStatus[]])
+      return rows.length > 0
+    },
+
+    async list(f: ListFilter): Promise<{ items: DocumentRecord[]; total: number }> {
+      const where: string[] = []
+      const params: unknown[] = []
+      const add = (sql: string, value: unknown) => {
+        params.push(value)
+        where.push(sql.replace('?', `$${params.length}`))
+      }
+      if (f.kbId !== undefined) add('kb_id = ?', f.kbId)
+      if (f.status !== undefined) add('status = ?', f.status)
+      else where.push(`status <> 'deleted'`)
+      if (f.sourceType !== undefined) add('source_type = ?', f.sourceType)
+      if (f.connectorId !== undefined) add('connector_id = ?::uuid', f.connectorId)
+      if (f.search) add(`source ILIKE ? ESCAPE '\\'`, `%${f.search.replace(/[\\%_]/g, (c) => `\\${c}`)}%`)
+      const whereSql = where.length ? `WHERE ${where.join(' AND ')}` : ''
+      const dir = f.sortOrder === 'asc' ? 'ASC' : 'DESC'
+      const order = `${f.sortBy} ${dir} NULLS LAST, doc_id ${dir}`
+      const [{ total }] = await db.query<{ total: number }>(`SELECT count(*)::int AS total FROM documents ${whereSql}`, params)
+      params.push(f.pageSize, (f.page - 1) * f.pageSize)
+      const items = await db.query<DocumentRecord>(
+        `SELECT ${COLUMNS} FROM documents ${whereSql} ORDER BY ${order} LIMIT $${params.length - 1} OFFSET $${params.length}`,
+        params,
+      )
+      return { items, total }
+    },
+
+    async counts(kbId?: string): Promise<Map<string, DocCounts>> {
+      const rows = await db.query<{ kb_id: string; status: DocStatus; n: number }>(
+        `SELECT kb_id, status, count(*)::int AS n FROM documents ${kbId !== undefined ? 'WHERE kb_id = $1' : ''} GROUP BY kb_id, status`,
+        kbId !== undefined ? [kbId] : [],
+      )
+      const out = new Map<string, DocCounts>()
+      for (const r of rows) {
+        let c = out.get(r.kb_id)
+        if (!c) out.set(r.kb_id, (c = emptyCounts()))
+        c[r.status] = r.n
+        c.total += r.n
+      }
+      return out
+    },
+
+    /** Every document of a KB in one of `states` (KB reindex). */
+    async byStatus(kbId: string, states: readonly DocStatus[]): Promise<DocumentRecord[]> {
+      return db.query<DocumentRecord>(`SELECT ${COLUMNS} FROM documents WHERE kb_id = $1 AND status = ANY($2::text[]) ORDER BY created_at`, [kbId, states as DocStatus[]])
+    },
+
+    /** Outdated documents superseded by docId (they must be indexed again when docId goes away). */
+    async duplicatesOf(docId: string): Promise<DocumentRecord[]> {
+      return db.query<DocumentRecord>(`SELECT ${COLUMNS} FROM documents WHERE duplicate_of = $1 AND status = 'outdated'`, [docId])
+    },
+
+    /** Non-deleted documents of a KB (the [ENT] document cap counts these). */
+    async countLive(kbId: string): Promise<number> {
+      const [{ n }] = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM documents WHERE kb_id = $1 AND status <> 'deleted'`, [kbId])
+      return n
+    },
+  }
+}
+
+export type DocRepo = ReturnType<typeof createDocRepo>
+
+export function emptyCounts(): DocCounts {
+  const c = { total: 0 } as DocCounts
+  for (const s of STATUSES) c[s] = 0
+  return c
+}

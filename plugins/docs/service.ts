@@ -1,0 +1,346 @@
+// Document lifecycle (spec 3.1, 4.7): upload, list, counts, download, delete, reindex, recover, fail.
+// The API side only moves rows between states and queues events; the worker does the heavy work.
+import type { Readable } from 'node:stream'
+import { Transform } from 'node:stream'
+import type { Adapters } from '../../adapters/ports.ts'
+import type { Settings } from '../../kernel/config/schema.ts'
+import { AppError, conflict, notFound, serviceUnavailable, storageFailure, unprocessable } from '../../kernel/errors.ts'
+import { formatBytes, readMultipart, type MultipartFile } from '../../kernel/http/multipart.ts'
+import type { Caller, Request } from '../../kernel/plugin.ts'
+import type { KbService } from '../kb/service.ts'
+import { baseName, CONTENT_TYPES, contentDisposition, docTypeOf, extensionOf, SUPPORTED_EXTENSIONS, titleFromFilename } from './formats.ts'
+import { createDocRepo, emptyCounts, newDocId, type DocCounts, type DocumentRecord, type ListFilter } from './repo.ts'
+import { FAIL_REASON, FAILABLE, isActive, RECOVER_REASON, STABLE, truncateError, UNDELETABLE, type DocStatus } from './states.ts'
+
+export const INGEST_TOPIC = 'ingest'
+
+export type DocEvent =
+  | { op: 'ingest'; kb_id: string; doc_id: string; force: boolean }
+  | { op: 'delete'; kb_id: string; doc_id: string; hard: boolean }
+
+export interface UploadResult {
+  doc_id: string
+  source: string
+  etag: string
+  status_url: string
+}
+
+/** Runs before every new ingest (upload, batch, connector sync); throws an AppError (403) to block it. */
+export type IngestHook = (input: { kbId: string; caller: Caller | null; kind: 'upload' | 'batch' | 'connector' }) => void | Promise<void>
+
+export const activeConflict = (doc: { doc_id: string; status: string }) =>
+  conflict(`Document is active, try again later: doc_id=${doc.doc_id} status=${doc.status}`, 'DOC_ACTIVE')
+
+const docNotFound = (docId: string) => notFound(`Document '${docId}' not found`, 'DOC_NOT_FOUND')
+
+/** Public view of a row (content_type is internal). */
+export function publicRecord(d: DocumentRecord): Omit<DocumentRecord, 'content_type'> {
+  const { content_type: _unused, ...rest } = d
+  return rest
+}
+
+export function createDocsService(adapters: Adapters, settings: Readonly<Settings>, kbs: KbService) {
+  const repo = createDocRepo(adapters.sql)
+  const hooks: IngestHook[] = []
+  const maxBytes = settings.ingestion.max_file_size_mb * 1024 * 1024
+
+  const enqueue = async (event: DocEvent) => {
+    try {
+      await adapters.queue.enqueue(INGEST_TOPIC, event.doc_id, event)
+    } catch (err) {
+      throw err instanceof AppError ? err : serviceUnavailable(`Queue unavailable: ${(err as Error).message}`, err)
+    }
+  }
+
+  const runHooks = async (kbId: string, caller: Caller | null, kind: 'upload' | 'batch' | 'connector') => {
+    for (const hook of hooks) await hook({ kbId, caller, kind })
+  }
+
+  const requireDoc = async (kbId: string, docId: string) => {
+    const doc = await repo.get(kbId, docId)
+    if (!doc) {
+      if (!(await kbs.exists(kbId))) throw notFound(`Knowledge base '${kbId}' not found`, 'KB_NOT_FOUND')
+      throw docNotFound(docId)
+    }
+    return doc
+  }
+
+  /** Counts bytes and enforces the size cap while the file streams into object storage. */
+  const sizeGuard = (filename: string) => {
+    let size = 0
+    const stream = new Transform({
+      transform(chunk: Buffer, _enc, cb) {
+        size += chunk.length
+        if (size > maxBytes) cb(tooLarge(filename))
+        else cb(null, chunk)
+      },
+    })
+    return { stream, size: () => size }
+  }
+  const tooLarge = (filename: string) =>
+    new AppError('FILE_TOO_LARGE', 422, `File '${filename}' is larger than the ${formatBytes(maxBytes)} limit (ingestion.max_file_size_mb)`)
+
+  /**
+   * Stores one uploaded file and queues it: claim the row (409 while active), stream to object storage
+   * (422 over the cap, 502 when storage fails: the claim is undone), then pending + queued (503 if the
+   * queue is down: the document is marked failed with the reason, so a reindex can retry it).
+   */
+  async function ingestFile(kbId: string, file: MultipartFile, caller: Caller | null, kind: 'upload' | 'batch'): Promise<UploadResult> {
+    const source = baseName(file.filename)
+    if (!source) throw unprocessable('The uploaded file has no file name', 'NO_FILENAME')
+    const docType = docTypeOf(source)
+    if (!docType) {
+      const ext = extensionOf(source)
+      throw unprocessable(`Unsupported file format '${ext ? `.${ext}` : source}': supported are ${SUPPORTED_EXTENSIONS.map((e) => `.${e}`).join(', ')}`, 'UNSUPPORTED_FORMAT')
+    }
+    await runHooks(kbId, caller, kind)
+
+    // Claim: a new row in `uploading`, or the existing stable row moved to `uploading`.
+    let doc = await repo.findBySource(kbId, source)
+    let previous: { status: DocStatus } | null = null
+    if (doc) {
+      if (isActive(doc.status)) throw activeConflict(doc)
+      previous = { status: doc.status }
+      const claimed = await repo.transition(doc.doc_id, [doc.status], 'uploading')
+      if (!claimed) throw activeConflict((await repo.getById(doc.doc_id)) ?? doc)
+      doc = claimed
+    } else {
+      const inserted = await repo.insert({ doc_id: newDocId(), kb_id: kbId, source, status: 'uploading', title: titleFromFilename(source), source_type: 's3', doc_type: docType, content_type: file.mimeType })
+      if (!inserted) {
+        const winner = await repo.findBySource(kbId, source)
+        throw activeConflict(winner ?? { doc_id: 'unknown', status: 'uploading' })
+      }
+      doc = inserted
+    }
+    const undoClaim = async () => {
+      if (previous) await repo.transition(doc!.doc_id, ['uploading'], previous.status)
+      else await repo.remove(doc!.doc_id, ['uploading'])
+    }
+
+    const key = `${kbId}/${doc.doc_id}/${source}`
+    const guard = sizeGuard(source)
+    let info
+    try {
+      const body = (file.stream as Readable).pipe(guard.stream)
+      file.stream.on('error', (err) => guard.stream.destroy(err))
+      info = await adapters.objects.put(key, body, { contentType: file.mimeType })
+    } catch (err) {
+      await undoClaim()
+      if (err instanceof AppError && (err.code === 'FILE_TOO_LARGE' || err.status === 422)) throw err
+      if (guard.size() > maxBytes) throw tooLarge(source)
+      throw err instanceof AppError && err.status === 502 ? err : storageFailure(`Object storage failed while storing '${source}': ${(err as Error).message}`, err)
+    }
+    if (info.size === 0) {
+      await undoClaim()
+      if (!previous) await adapters.objects.delete([key]).catch(() => 0)
+      throw unprocessable(`File '${source}' is empty`, 'EMPTY_FILE')
+    }
+    const pending = await repo.transition(doc.doc_id, ['uploading'], 'pending', {
+      storage_key: key, file_size: info.size, etag: info.etag, doc_type: docType, content_type: file.mimeType,
+      last_error: null, duplicate_of: null, title: doc.title || titleFromFilename(source), pending_op: 'ingest',
+    })
+    if (!pending) throw activeConflict((await repo.getById(doc.doc_id)) ?? doc)
+    try {
+      await enqueue({ op: 'ingest', kb_id: kbId, doc_id: doc.doc_id, force: true })
+    } catch (err) {
+      await repo.transition(doc.doc_id, ['pending'], 'failed', { last_error: truncateError(`Could not queue the document: ${(err as Error).message}`) })
+      throw err
+    }
+    return { doc_id: doc.doc_id, source, etag: info.etag, status_url: `/api/kb/${kbId}/docs/${doc.doc_id}/status` }
+  }
+
+  const requireKb = async (kbId: string) => {
+    if (!(await kbs.exists(kbId))) throw notFound(`Knowledge base '${kbId}' not found`, 'KB_NOT_FOUND')
+  }
+
+  /**
+   * Documents kept out of the index as duplicates of docId are queued for indexing again when docId is
+   * deleted or failed, so their content stays searchable.
+   */
+  async function promoteDuplicates(docId: string): Promise<number> {
+    let n = 0
+    for (const dup of await repo.duplicatesOf(docId)) {
+      if (await queueReindex(dup, true)) n++
+    }
+    return n
+  }
+
+  return {
+    repo,
+    promoteDuplicates,
+    addIngestHook(hook: IngestHook) {
+      hooks.push(hook)
+    },
+    runHooks,
+
+    async upload(kbId: string, req: Request<any, any, any>): Promise<UploadResult> {
+      await requireKb(kbId)
+      let result: UploadResult | null = null
+      await readMultipart(req, {
+        maxFileBytes: maxBytes,
+        onFile: async (file) => {
+          if (file.field !== 'file' || result) {
+            file.stream.resume()
+            return
+          }
+          result = await ingestFile(kbId, file, req.caller, 'upload')
+        },
+      })
+      if (!result) throw new AppError('VALIDATION', 422, 'No file in form field \'file\'')
+      return result
+    },
+
+    /** Batch rules 1-4 of spec 4.7: every file processed in order; after a hook block the rest are skipped. */
+    async uploadBatch(kbId: string, req: Request<any, any, any>): Promise<{ status: number; body: Record<string, unknown> }> {
+      await requireKb(kbId)
+      const results: Record<string, unknown>[] = []
+      let firstFailure: string | null = null
+      let blockedBy: { filename: string; error: AppError } | null = null
+      await readMultipart(req, {
+        maxFileBytes: maxBytes,
+        onFile: async (file) => {
+          if (file.field !== 'files' && file.field !== 'file') {
+            file.stream.resume()
+            return
+          }
+          const title = baseName(file.filename)
+          if (blockedBy) {
+            file.stream.resume()
+            results.push({ title, error: `Skipped: batch stopped at ${blockedBy.filename} (${blockedBy.error.message})`, status: 'error' })
+            return
+          }
+          try {
+            results.push({ ...(await ingestFile(kbId, file, req.caller, 'batch')) })
+          } catch (err) {
+            const e = err instanceof AppError ? err : new AppError('UPLOAD_FAILED', 500, 'Upload failed')
+            if (e.status >= 500 && e.status !== 502 && e.status !== 503) req.log.error({ err }, 'batch entry failed')
+            file.stream.resume()
+            results.push({ title, error: e.message, status: 'error' })
+            firstFailure ??= e.message
+            if (e.status === 403) blockedBy = { filename: title, error: e }
+          }
+        },
+      })
+      if (results.length === 0) throw new AppError('VALIDATION', 422, "No file in form field 'files'")
+      if (!firstFailure) return { status: 202, body: { results } }
+      return { status: blockedBy ? 403 : 422, body: { results, detail: firstFailure } }
+    },
+
+    list: (f: ListFilter) => repo.list(f),
+
+    async kbCounts(kbId: string): Promise<DocCounts> {
+      await requireKb(kbId)
+      return (await repo.counts(kbId)).get(kbId) ?? emptyCounts()
+    },
+
+    async allCounts(): Promise<Record<string, { doc_counts: DocCounts }>> {
+      const [all, counts] = await Promise.all([kbs.list(), repo.counts()])
+      const out: Record<string, { doc_counts: DocCounts }> = {}
+      for (const kb of all) out[kb.kb_id] = { doc_counts: counts.get(kb.kb_id) ?? emptyCounts() }
+      return out
+    },
+
+    get: requireDoc,
+
+    async download(kbId: string, docId: string): Promise<{ stream: Readable; contentType: string; disposition: string; size: number | null }> {
+      const doc = await requireDoc(kbId, docId)
+      if (!doc.storage_key) throw notFound(`Document '${docId}' has no stored file`, 'DOC_NO_FILE')
+      const stream = await adapters.objects.get(doc.storage_key)
+      return { stream, contentType: doc.content_type && doc.content_type !== 'application/octet-stream' ? doc.content_type : contentTypeFor(doc), disposition: contentDisposition(doc.source), size: doc.file_size }
+    },
+
+    async delete(kbId: string, docId: string, force: boolean): Promise<{ kb_id: string; doc_id: string; status: 'pending' }> {
+      const doc = await requireDoc(kbId, docId)
+      if (doc.status === 'deleted') return { kb_id: kbId, doc_id: docId, status: 'pending' }
+      if ((UNDELETABLE as readonly string[]).includes(doc.status) || doc.status === 'uploading' || doc.status === 'fetching') throw activeConflict(doc)
+      // Spec 3.1: an indexed document is soft-deleted unless force; any other state is removed entirely.
+      const hard = force || doc.status !== 'indexed'
+      await adapters.queue.removeByKey(INGEST_TOPIC, docId).catch(() => 0)
+      const moved = await repo.transition(docId, [doc.status], 'pending', { last_error: null, pending_op: hard ? 'delete_hard' : 'delete' })
+      if (!moved) throw activeConflict((await repo.getById(docId)) ?? doc)
+      await enqueue({ op: 'delete', kb_id: kbId, doc_id: docId, hard })
+      return { kb_id: kbId, doc_id: docId, status: 'pending' }
+    },
+
+    async reindexKb(kbId: string, force: boolean): Promise<{ kb_id: string; queued: number; skipped: number }> {
+      await requireKb(kbId)
+      let queued = 0
+      let skipped = 0
+      // A KB-wide reindex skips outdated documents (notes.md) and never resurrects deleted ones.
+      for (const doc of await repo.byStatus(kbId, ['indexed', 'failed', 'pending', 'running', 'uploading', 'fetching', 'deleting'])) {
+        if (isActive(doc.status) || !(await changedOrForced(doc, force))) {
+          skipped++
+          continue
+        }
+        if (await queueReindex(doc, force)) queued++
+        else skipped++
+      }
+      return { kb_id: kbId, queued, skipped }
+    },
+
+    async reindexDoc(kbId: string, docId: string, force: boolean): Promise<{ kb_id: string; doc_id: string; queued: number; skipped: number }> {
+      const doc = await requireDoc(kbId, docId)
+      if (isActive(doc.status)) throw activeConflict(doc)
+      if (doc.status === 'deleted') throw conflict(`Document is deleted: doc_id=${docId}; upload it again to index it`, 'DOC_DELETED')
+      if (!(await changedOrForced(doc, force))) return { kb_id: kbId, doc_id: docId, queued: 0, skipped: 1 }
+      if (!(await queueReindex(doc, force))) throw activeConflict((await repo.getById(docId)) ?? doc)
+      return { kb_id: kbId, doc_id: docId, queued: 1, skipped: 0 }
+    },
+
+    async recover(kbId: string, docId: string): Promise<{ kb_id: string; doc_id: string; queued: true }> {
+      const doc = await requireDoc(kbId, docId)
+      if (doc.status !== 'running') throw conflict(`Only a running document can be recovered: doc_id=${docId} status=${doc.status}`, 'DOC_NOT_RUNNING')
+      const failed = await repo.transition(docId, ['running'], 'failed', { last_error: RECOVER_REASON })
+      if (!failed) throw conflict(`Document changed state meanwhile: doc_id=${docId}`, 'DOC_NOT_RUNNING')
+      await adapters.queue.removeByKey(INGEST_TOPIC, docId).catch(() => 0)
+      if (!(await repo.transition(docId, ['failed'], 'pending', { pending_op: 'ingest' }))) throw activeConflict((await repo.getById(docId)) ?? doc)
+      await enqueue({ op: 'ingest', kb_id: kbId, doc_id: docId, force: true })
+      return { kb_id: kbId, doc_id: docId, queued: true }
+    },
+
+    async fail(kbId: string, docId: string, reason: string | undefined): Promise<Record<string, unknown>> {
+      const doc = await requireDoc(kbId, docId)
+      if (!(FAILABLE as readonly string[]).includes(doc.status)) {
+        throw conflict(`Document cannot be failed from status ${doc.status}: doc_id=${docId}`, 'DOC_NOT_FAILABLE')
+      }
+      const message = truncateError(reason?.trim() ? reason.trim() : FAIL_REASON)
+      const failed = await repo.transition(docId, FAILABLE, 'failed', { last_error: message })
+      if (!failed) throw conflict(`Document changed state meanwhile: doc_id=${docId}`, 'DOC_NOT_FAILABLE')
+      await adapters.queue.removeByKey(INGEST_TOPIC, docId).catch(() => 0)
+      await adapters.vectors.deleteByDoc(kbId, docId).catch(() => 0)
+      await adapters.sql.query('DELETE FROM parent_chunks WHERE doc_id = $1', [docId])
+      await promoteDuplicates(docId)
+      const out: Record<string, unknown> = { kb_id: kbId, doc_id: docId, status: 'failed' }
+      if (settings.queue_worker.enabled && (doc.status === 'running' || doc.status === 'deleting')) {
+        out.warning = 'The built-in worker cannot stop a background task that is already running; it will find the document failed and will not overwrite this status.'
+      }
+      return out
+    },
+  }
+
+  async function changedOrForced(doc: DocumentRecord, force: boolean): Promise<boolean> {
+    if (force) return true
+    if (!doc.storage_key) return false
+    const head = await adapters.objects.head(doc.storage_key).catch(() => null)
+    return head !== null && head.etag !== doc.etag
+  }
+
+  async function queueReindex(doc: DocumentRecord, force: boolean): Promise<boolean> {
+    const moved = await repo.transition(doc.doc_id, STABLE.filter((s) => s !== 'deleted'), 'pending', { last_error: null, pending_op: 'ingest', duplicate_of: null })
+    if (!moved) return false
+    try {
+      await enqueue({ op: 'ingest', kb_id: doc.kb_id, doc_id: doc.doc_id, force })
+    } catch (err) {
+      await repo.transition(doc.doc_id, ['pending'], 'failed', { last_error: truncateError(`Could not queue the document: ${(err as Error).message}`) })
+      throw err
+    }
+    return true
+  }
+}
+
+function contentTypeFor(doc: DocumentRecord): string {
+  const t = docTypeOf(doc.source)
+  return t ? CONTENT_TYPES[t] : 'application/octet-stream'
+}
+
+export type DocsService = ReturnType<typeof createDocsService>

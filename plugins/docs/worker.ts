@@ -1,0 +1,188 @@
+// The queue consumer: up to max_workers documents at once, polling every poll_interval_sec (and woken at
+// once when something is queued), at most max_per_poll events per poll. An event for a document that is
+// already being processed goes to the delay queue for retry_interval_sec. Stale rows left by a crashed
+// process (no heartbeat) are re-queued or failed, at start and periodically.
+import type { Queue, QueueMessage } from '../../adapters/ports.ts'
+import type { Logger } from '../../kernel/log.ts'
+import type { DocRepo, DocumentRecord } from './repo.ts'
+import { INGEST_TOPIC, type DocEvent } from './service.ts'
+import { truncateError } from './states.ts'
+
+export interface WorkerOptions {
+  maxWorkers: number
+  maxPerPoll: number
+  pollIntervalMs: number
+  retryIntervalMs: number
+  /** How long a reserved event stays invisible to other consumers. */
+  leaseMs: number
+  heartbeatMs: number
+  /** A row in uploading/running/deleting whose heartbeat is older than this belongs to a dead process. */
+  staleMs: number
+}
+
+export interface Processor {
+  ingest(doc: DocumentRecord, event: Extract<DocEvent, { op: 'ingest' }>, signal: AbortSignal): Promise<void>
+  remove(doc: DocumentRecord, hard: boolean): Promise<void>
+}
+
+export interface Worker {
+  start(opts?: { recoverAll?: boolean }): Promise<void>
+  /** Stops taking events and waits for the documents in progress (at most graceMs). */
+  stop(graceMs: number): Promise<void>
+  /** Resolves when no event is queued or in progress (tests and benchmarks). */
+  idle(): Promise<void>
+  readonly active: number
+}
+
+export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Processor; log: Logger }, opts: WorkerOptions): Worker {
+  const { queue, repo, processor, log } = deps
+  const inProgress = new Map<string, AbortController>()
+  let running = false
+  let wake: (() => void) | null = null
+  let loop: Promise<void> | null = null
+  let unsubscribe: (() => void) | null = null
+  let recoveryTimer: NodeJS.Timeout | null = null
+  let heartbeatTimer: NodeJS.Timeout | null = null
+  const idleWaiters: (() => void)[] = []
+
+  const nudge = () => {
+    const w = wake
+    wake = null
+    w?.()
+  }
+
+  async function handle(msg: QueueMessage<DocEvent>): Promise<void> {
+    const event = msg.payload
+    const doc = await repo.getById(event.doc_id)
+    if (!doc) return queue.ack(INGEST_TOPIC, msg.id)
+    if (doc.status === 'running' || doc.status === 'deleting' || doc.status === 'uploading') {
+      return queue.defer(INGEST_TOPIC, msg.id, opts.retryIntervalMs)
+    }
+    if (doc.status !== 'pending') return queue.ack(INGEST_TOPIC, msg.id) // stale: failed, indexed or deleted meanwhile
+
+    if (event.op === 'delete') {
+      const claimed = await repo.transition(doc.doc_id, ['pending'], 'deleting')
+      if (!claimed) return queue.ack(INGEST_TOPIC, msg.id)
+      try {
+        await processor.remove(claimed, event.hard)
+      } catch (err) {
+        log.error({ err, doc_id: doc.doc_id }, 'delete failed')
+        await repo.transition(doc.doc_id, ['deleting'], 'failed', { last_error: truncateError(`Delete failed: ${(err as Error).message}`) })
+      }
+      return queue.ack(INGEST_TOPIC, msg.id)
+    }
+
+    const claimed = await repo.transition(doc.doc_id, ['pending'], 'running', { last_error: null })
+    if (!claimed) return queue.ack(INGEST_TOPIC, msg.id)
+    const abort = new AbortController()
+    inProgress.set(doc.doc_id, abort)
+    try {
+      await processor.ingest(claimed, event, abort.signal)
+    } catch (err) {
+      // The processor records specific failures itself; this catches what escaped it.
+      log.error({ err, doc_id: doc.doc_id }, 'ingest failed')
+      await repo.transition(doc.doc_id, ['running'], 'failed', { last_error: truncateError((err as Error).message || 'Processing failed') })
+    } finally {
+      inProgress.delete(doc.doc_id)
+    }
+    return queue.ack(INGEST_TOPIC, msg.id)
+  }
+
+  async function poll(): Promise<void> {
+    const active = new Set<Promise<void>>()
+    while (running) {
+      const room = Math.min(opts.maxPerPoll, opts.maxWorkers - active.size)
+      let batch: QueueMessage<DocEvent>[] = []
+      if (room > 0) {
+        try {
+          batch = await queue.reserve<DocEvent>(INGEST_TOPIC, room, opts.leaseMs)
+        } catch (err) {
+          log.warn({ err }, 'queue poll failed; retrying')
+        }
+      }
+      for (const msg of batch) {
+        const p = handle(msg).catch((err) => log.error({ err, event: msg.payload }, 'event handling failed'))
+        active.add(p)
+        void p.finally(() => {
+          active.delete(p)
+          nudge()
+        })
+      }
+      if (batch.length === 0 || active.size >= opts.maxWorkers) {
+        if (active.size === 0 && batch.length === 0) await notifyIfIdle()
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, opts.pollIntervalMs)
+          wake = () => {
+            clearTimeout(timer)
+            resolve()
+          }
+        })
+      }
+    }
+    await Promise.allSettled([...active])
+  }
+
+  async function notifyIfIdle(): Promise<void> {
+    if (idleWaiters.length === 0) return
+    const depth = await queue.depth(INGEST_TOPIC).catch(() => null)
+    if (depth && depth.ready + depth.delayed + depth.inflight === 0) for (const w of idleWaiters.splice(0)) w()
+  }
+
+  /** Rows stuck in an active state with no live process behind them. */
+  async function recover(staleMs: number): Promise<void> {
+    for (const doc of await repo.stale(['uploading', 'running', 'deleting'], staleMs)) {
+      if (inProgress.has(doc.doc_id)) continue
+      if (doc.status === 'uploading') {
+        await repo.transition(doc.doc_id, ['uploading'], 'failed', { last_error: 'Upload interrupted: the service stopped while the file was being stored; upload it again' })
+        log.warn({ doc_id: doc.doc_id }, 'interrupted upload marked failed')
+        continue
+      }
+      const op = doc.status === 'running' ? 'ingest' : (await repo.pendingOp(doc.doc_id)) === 'delete_hard' ? 'delete_hard' : 'delete'
+      const moved = await repo.transition(doc.doc_id, [doc.status], 'pending', { pending_op: op })
+      if (!moved) continue
+      const event: DocEvent = op === 'ingest'
+        ? { op: 'ingest', kb_id: doc.kb_id, doc_id: doc.doc_id, force: true }
+        : { op: 'delete', kb_id: doc.kb_id, doc_id: doc.doc_id, hard: op === 'delete_hard' }
+      await queue.enqueue(INGEST_TOPIC, doc.doc_id, event)
+      log.warn({ doc_id: doc.doc_id, was: doc.status }, 'document left behind by a stopped process re-queued')
+    }
+  }
+
+  return {
+    get active() {
+      return inProgress.size
+    },
+    async start(startOpts = {}) {
+      if (running) return
+      running = true
+      await recover(startOpts.recoverAll ? 0 : opts.staleMs).catch((err) => log.error({ err }, 'start-up recovery failed'))
+      unsubscribe = queue.subscribe(INGEST_TOPIC, nudge)
+      heartbeatTimer = setInterval(() => {
+        void repo.heartbeat([...inProgress.keys()]).catch((err) => log.warn({ err }, 'heartbeat failed'))
+      }, opts.heartbeatMs)
+      heartbeatTimer.unref()
+      recoveryTimer = setInterval(() => {
+        void recover(opts.staleMs).catch((err) => log.warn({ err }, 'recovery pass failed'))
+      }, Math.max(opts.staleMs / 2, 1000))
+      recoveryTimer.unref()
+      loop = poll()
+    },
+    async stop(graceMs) {
+      if (!running) return
+      running = false
+      unsubscribe?.()
+      if (heartbeatTimer) clearInterval(heartbeatTimer)
+      if (recoveryTimer) clearInterval(recoveryTimer)
+      nudge()
+      const timeout = new Promise<void>((r) => setTimeout(r, graceMs).unref())
+      await Promise.race([loop, timeout])
+      for (const a of inProgress.values()) a.abort()
+    },
+    idle() {
+      return new Promise<void>((resolve) => {
+        idleWaiters.push(resolve)
+        nudge()
+      })
+    },
+  }
+}
