@@ -21,15 +21,17 @@ async function main(): Promise<void> {
   log.info({ settings: loaded.source, command }, 'starting')
   for (const w of loaded.warnings) log.warn(w)
 
-  if (command !== 'serve') {
-    log.error({ command }, `unknown command '${command}': use serve`)
+  if (command !== 'serve' && command !== 'worker') {
+    log.error({ command }, `unknown command '${command}': use serve or worker`)
     process.exit(2)
   }
 
   let app: App
   try {
-    app = await createApp({ settings: loaded.settings, plugins: defaultPlugins(), log })
-    await app.listen()
+    // `worker` consumes the queue without serving HTTP: run as many as needed, on as many machines, against
+    // one Redis (the embedded queue belongs to the single process that owns data_dir).
+    app = await createApp({ settings: loaded.settings, plugins: defaultPlugins(), log, mode: command === 'worker' ? 'worker' : 'api' })
+    if (command === 'serve') await app.listen()
   } catch (err) {
     log.fatal({ err }, 'start failed')
     log.flush()

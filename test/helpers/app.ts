@@ -19,6 +19,8 @@ export interface StartedApp {
   dataDir: string
   /** fetch relative to the service. */
   request(path: string, init?: RequestInit & { json?: unknown }): Promise<Response>
+  /** With `services`: stops the S3 server (to test object-storage failures). */
+  stopS3?: () => Promise<void>
 }
 
 export interface StartOptions {
@@ -40,6 +42,7 @@ export async function startApp(t: TestContext | { after(fn: () => unknown): void
     server: { shutdown_grace_sec: 2 },
     ...opts.settings,
   }
+  let stopS3: (() => Promise<void>) | undefined
   if (opts.services) {
     const pgUrl = serviceUrl('postgres')
     const redisUrl = serviceUrl('redis')
@@ -48,7 +51,12 @@ export async function startApp(t: TestContext | { after(fn: () => unknown): void
     cleanups.push(() => db.drop())
     const { startS3rver } = await import('./s3rver.ts')
     const s3 = await startS3rver()
-    cleanups.push(() => s3.close())
+    let s3Closed = false
+    stopS3 = async () => {
+      if (!s3Closed) await s3.close()
+      s3Closed = true
+    }
+    cleanups.push(() => stopS3!())
     const r = new URL(redisUrl)
     raw.postgres = { host: db.host, port: db.port, user: db.user, dbname: db.database, ...raw.postgres }
     raw.redis = { host: r.hostname, port: Number(r.port || 6379), db: 0, key_prefix: `qt-${randomBytes(4).toString('hex')}`, ...raw.redis }
@@ -69,6 +77,7 @@ export async function startApp(t: TestContext | { after(fn: () => unknown): void
     app,
     url,
     dataDir,
+    stopS3,
     request(path, init = {}) {
       const { json, ...rest } = init
       const headers = new Headers(rest.headers)

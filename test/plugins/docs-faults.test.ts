@@ -1,0 +1,151 @@
+// Faults around ingestion: object storage, queue and embedder failures, and a crash mid-ingest.
+import { describe, it } from 'node:test'
+import assert from 'node:assert/strict'
+import { spawn, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { stringify } from 'yaml'
+import { startApp, type StartedApp } from '../helpers/app.ts'
+import { startFakeEmbeddingServer } from '../helpers/fake-embedding-server.ts'
+import { skipUnless } from '../helpers/services.ts'
+import { waitFor } from '../helpers/wait.ts'
+import { md, newKb, prose, settle, status, upload } from './docs.suite.ts'
+
+type Json = any
+
+async function deadPort(): Promise<number> {
+  const srv = createServer()
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r))
+  const port = (srv.address() as { port: number }).port
+  await new Promise<void>((r) => srv.close(() => r()))
+  return port
+}
+
+const fastPoll = { queue_poll: { poll_interval_sec: 0.2, retry_interval_sec: 0.2 } }
+
+describe('ingestion faults', () => {
+  it('queue down: upload answers 503, the file is kept and the document is failed with the reason', async (t) => {
+    const svc = await startApp(t, { settings: { redis: { host: '127.0.0.1', port: await deadPort() }, queue_worker: { enabled: false } } })
+    const kb = await newKb(svc)
+    const res = await upload(svc, kb, 'a.md', md('A', prose('queue')))
+    assert.equal(res.status, 503)
+    assert.match((await res.json() as Json).detail, /127\.0\.0\.1/)
+    const list = await (await svc.request(`/api/kb/${kb}/docs`)).json() as Json
+    assert.equal(list.items.length, 1)
+    assert.equal(list.items[0].status, 'failed')
+    assert.match(list.items[0].last_error, /^Could not queue the document/)
+    assert.equal((await svc.request(`/api/kb/${kb}/docs/${list.items[0].doc_id}/download`)).status, 200, 'nothing is lost')
+    const ready = await svc.request('/ready')
+    assert.equal(ready.status, 503)
+    assert.equal((await ready.json() as Json).checks.redis, false)
+  })
+
+  it('embedder down: the document fails with a clear reason after the retries', async (t) => {
+    const svc = await startApp(t, {
+      settings: { ...fastPoll, provider: { name: 'local', url: `http://127.0.0.1:${await deadPort()}` }, embedding: { model: 'nomic-embed-text', vector_size: 768, max_retries: 1 } },
+    })
+    const kb = await newKb(svc)
+    const id = ((await (await upload(svc, kb, 'a.md', md('A', prose('embedder')))).json()) as Json).doc_id
+    const doc = await settle(svc, kb, id)
+    assert.equal(doc.status, 'failed')
+    assert.match(doc.last_error, /^embed failed: .*(unreachable|unavailable).*127\.0\.0\.1/i)
+  })
+
+  it('embedder slow: the document fails on the timeout while the service keeps answering', async (t) => {
+    const fake = await startFakeEmbeddingServer({ dimensions: 768 })
+    t.after(() => fake.close())
+    fake.setDefault({ delayMs: 3000 })
+    const svc = await startApp(t, {
+      settings: { ...fastPoll, provider: { name: 'local', url: fake.url }, embedding: { model: 'nomic-embed-text', vector_size: 768, timeout_sec: 1, max_retries: 1 } },
+    })
+    const kb = await newKb(svc)
+    const id = ((await (await upload(svc, kb, 'slow.md', md('Slow', prose('slow')))).json()) as Json).doc_id
+    await waitFor(async () => (await status(svc, kb, id)).status === 'running', 'the document to be running')
+    const started = Date.now()
+    assert.equal((await svc.request('/health')).status, 200)
+    assert.equal((await svc.request(`/api/kb/${kb}/docs`)).status, 200)
+    assert.ok(Date.now() - started < 1000, 'API requests are not held by the slow embedder')
+    const doc = await settle(svc, kb, id)
+    assert.equal(doc.status, 'failed')
+    assert.match(doc.last_error, /^embed failed: .*(timed out|timeout)/i)
+    assert.ok(fake.embedRequests().length >= 2, 'it was retried')
+  })
+})
+
+describe('object storage down', { skip: skipUnless('postgres') || skipUnless('redis') }, () => {
+  it('upload answers 502 and leaves no row in uploading', async (t) => {
+    const svc = await startApp(t, { services: true })
+    const kb = await newKb(svc)
+    await svc.stopS3!()
+    const res = await upload(svc, kb, 'a.md', md('A', prose('storage')))
+    assert.equal(res.status, 502)
+    assert.match((await res.json() as Json).detail, /storage/i)
+    const counts = await (await svc.request(`/api/kb/${kb}/docs/status`)).json() as Json
+    assert.equal(counts.doc_counts.total, 0)
+    const ready = await (await svc.request('/ready')).json() as Json
+    assert.equal(ready.checks.s3, false)
+    assert.equal(ready.status, 'ready', 'object storage is not critical for readiness')
+  })
+})
+
+describe('crash recovery', () => {
+  it('a process killed mid-ingest leaves nothing stuck: after a restart every document is indexed', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'quarry-crash-'))
+    t.after(() => rmSync(dir, { recursive: true, force: true }))
+    const fake = await startFakeEmbeddingServer({ dimensions: 768 })
+    t.after(() => fake.close())
+    fake.setDefault({ delayMs: 1500 })
+    const port = await deadPort()
+    const config = join(dir, 'settings.yaml')
+    writeFileSync(config, stringify({
+      data_dir: join(dir, 'data'), server: { port, host: '127.0.0.1' }, logging: { level: 'WARNING' }, ...fastPoll,
+      queue_worker: { max_workers: 2 }, provider: { name: 'local', url: fake.url }, embedding: { model: 'nomic-embed-text', vector_size: 768 },
+    }))
+    const start = async (): Promise<ChildProcess> => {
+      const child = spawn(process.execPath, ['--import', 'tsx', 'kernel/main.ts', '--config', config], { stdio: ['ignore', 'ignore', 'inherit'] })
+      t.after(() => child.kill('SIGKILL'))
+      await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/health`)).ok, 'the service to start', 60_000, 200)
+      return child
+    }
+    const svc = { request: (p: string, init: RequestInit & { json?: unknown } = {}) => fetch(`http://127.0.0.1:${port}${p}`, { ...init, headers: init.json ? { 'content-type': 'application/json' } : init.headers, body: init.json ? JSON.stringify(init.json) : init.body }) } as unknown as StartedApp
+
+    const first = await start()
+    const kb = await newKb(svc)
+    const ids: string[] = []
+    for (let i = 0; i < 5; i++) ids.push(((await (await upload(svc, kb, `doc-${i}.md`, md(`Doc ${i}`, prose(`crash${i}`)))).json()) as Json).doc_id)
+    await waitFor(async () => (await status(svc, kb, ids[0])).status === 'running' || (await status(svc, kb, ids[1])).status === 'running', 'a document to be running')
+    first.kill('SIGKILL')
+    await new Promise((r) => first.once('exit', r))
+
+    fake.setDefault({})
+    await start()
+    for (const id of ids) assert.equal((await settle(svc, kb, id)).status, 'indexed', `document ${id}`)
+    const counts = await (await svc.request(`/api/kb/${kb}/docs/status`)).json() as Json
+    assert.equal(counts.doc_counts.indexed, 5)
+  })
+})
+
+describe('separate worker processes on Redis', { skip: skipUnless('postgres') || skipUnless('redis') }, () => {
+  it('an API process that does not consume, and `worker` processes that do', async (t) => {
+    const svc = await startApp(t, { services: true, settings: { queue_worker: { enabled: false } } })
+    const kb = await newKb(svc)
+    const ids: string[] = []
+    for (let i = 0; i < 3; i++) ids.push(((await (await upload(svc, kb, `w-${i}.md`, md(`W ${i}`, prose(`worker${i}`)))).json()) as Json).doc_id)
+    assert.equal((await status(svc, kb, ids[0])).status, 'pending')
+    // The same settings the API process uses, in a file for the worker process.
+    const dir = mkdtempSync(join(tmpdir(), 'quarry-worker-'))
+    t.after(() => rmSync(dir, { recursive: true, force: true }))
+    const s = svc.app.settings
+    writeFileSync(join(dir, 'settings.yaml'), stringify({
+      data_dir: join(dir, 'data'), logging: { level: 'WARNING' }, ...fastPoll, embedding: { vector_size: s.embedding.vector_size },
+      postgres: s.postgres, redis: s.redis, s3: s.s3, qdrant: s.qdrant,
+    }))
+    // The worker has its own data_dir: its embedded vector index is not the API process's, so the API process
+    // reads what the worker wrote only through PostgreSQL; vectors are checked through the worker's metadata.
+    const workers = [0, 1].map(() => spawn(process.execPath, ['--import', 'tsx', 'kernel/main.ts', 'worker', '--config', join(dir, 'settings.yaml')], { stdio: ['ignore', 'ignore', 'inherit'] }))
+    t.after(() => workers.forEach((w) => w.kill('SIGTERM')))
+    for (const id of ids) assert.equal((await settle(svc, kb, id)).status, 'indexed', `document ${id}`)
+  })
+})
