@@ -4,5 +4,7 @@ import apidocs from '../plugins/apidocs/index.ts'
 import docs from '../plugins/docs/index.ts'
 import health from '../plugins/health/index.ts'
 import kb from '../plugins/kb/index.ts'
+import mcp from '../plugins/mcp/index.ts'
+import search from '../plugins/search/index.ts'
 
-export const defaultPlugins = (): Plugin<any>[] => [health, kb, docs, apidocs]
+export const defaultPlugins = (): Plugin<any>[] => [health, kb, docs, search, mcp, apidocs]

@@ -30,9 +30,10 @@ const TYPE_NAMES: Partial<Record<ValueErrorType, string>> = {
 
 function message(error: ValueError): string {
   const s = error.schema as Record<string, unknown>
+  if (typeof s.errorMessage === 'string' && error.type !== ValueErrorType.ObjectRequiredProperty) return s.errorMessage
   switch (error.type) {
     case ValueErrorType.ObjectRequiredProperty: return 'Field required'
-    case ValueErrorType.StringPattern: return (s.errorMessage as string | undefined) ?? `String should match pattern '${String(s.pattern)}'`
+    case ValueErrorType.StringPattern: return `String should match pattern '${String(s.pattern)}'`
     case ValueErrorType.IntegerMinimum:
     case ValueErrorType.NumberMinimum: return `Input should be greater than or equal to ${String(s.minimum)}`
     case ValueErrorType.IntegerMaximum:

@@ -17,6 +17,7 @@ export const OID = { INT8: 20, TIMESTAMP: 1114, TIMESTAMPTZ: 1184 } as const
 export const sqlState = (err: unknown): string | undefined => (err as { code?: unknown })?.code as string | undefined
 
 export const isUniqueViolation = (err: unknown): boolean => sqlState(err) === '23505'
+export const isForeignKeyViolation = (err: unknown): boolean => sqlState(err) === '23503'
 
 const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', '57P01', '57P03', '53300'])
 

@@ -12,7 +12,11 @@ export interface PgliteOptions {
 export async function createPgliteSql(opts: PgliteOptions = {}): Promise<Sql> {
   const { PGlite } = await import('@electric-sql/pglite')
   if (opts.dir) mkdirSync(opts.dir, { recursive: true })
+  // relaxedDurability: a query returns once PGlite handed its writes to the OS, without waiting for the flush.
+  // A killed process loses nothing (the OS has the pages); only an OS crash can lose the last moments, and
+  // the document states are built to be recovered from that (heartbeats, idempotent re-queueing).
   const db = new PGlite(opts.dir, {
+    relaxedDurability: true,
     parsers: { [OID.INT8]: parseInt8, [OID.TIMESTAMPTZ]: parseTimestamp, [OID.TIMESTAMP]: parseTimestamp },
   })
   await db.waitReady

@@ -29,53 +29,89 @@ export type FinalVerdict = { verdict: 'identical' | 'similar'; match: string; sc
 
 type DedupCfg = KbSettings['dedup']
 
-/** Below this many indexed documents a KB is scanned whole, so no candidate hides from the LSH bands. */
-const FULL_SCAN_LIMIT = 20_000
-
 const toBytes = (a: Uint32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength)
 const toLanes = (b: Uint8Array) => new Uint32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength))
 
-interface SigRow { doc_id: string; simhash: string; minhash: Uint8Array; title: string }
-
-async function loadSignatures(db: SqlRunner, kbId: string, selfId: string, bands: string[]): Promise<SigRow[]> {
-  const [{ n }] = await db.query<{ n: number }>(
-    `SELECT count(*)::int AS n FROM dedup_signatures s JOIN documents d ON d.doc_id = s.doc_id WHERE s.kb_id = $1 AND d.status = 'indexed'`, [kbId])
-  if (n === 0) return []
-  if (n <= FULL_SCAN_LIMIT) {
-    return db.query<SigRow>(
-      `SELECT s.doc_id, s.simhash, s.minhash, s.title FROM dedup_signatures s JOIN documents d ON d.doc_id = s.doc_id
-       WHERE s.kb_id = $1 AND d.status = 'indexed' AND s.doc_id <> $2`, [kbId, selfId])
-  }
-  return db.query<SigRow>(
-    `SELECT DISTINCT s.doc_id, s.simhash, s.minhash, s.title FROM dedup_bands b
-       JOIN dedup_signatures s ON s.doc_id = b.doc_id JOIN documents d ON d.doc_id = s.doc_id
-     WHERE b.kb_id = $1 AND b.band = ANY($3::text[]) AND d.status = 'indexed' AND s.doc_id <> $2`, [kbId, selfId, bands])
+interface Entry {
+  simhash: string
+  minhash: Uint32Array
+  title: string
 }
 
-/** Stages 1 and 2. */
-export async function screen(db: SqlRunner, kbId: string, selfId: string, sig: Signatures, cfg: DedupCfg): Promise<EarlyVerdict> {
-  const rows = await loadSignatures(db, kbId, selfId, sig.bands)
-  if (rows.length === 0) return { verdict: 'unique' }
-  const { hamming_identical_threshold: identical, hamming_similar_threshold: similar } = cfg.simhash
-  let best: { doc_id: string; d: number } | null = null
-  const stage1: Candidate[] = []
-  for (const r of rows) {
-    const d = hammingDistance(sig.simhash, r.simhash)
-    if (d <= similar) stage1.push({ doc_id: r.doc_id, stage: 1, closeness: d })
-    if (d <= identical && (!best || d < best.d)) best = { doc_id: r.doc_id, d }
-  }
-  if (best) return { verdict: 'identical', match: best.doc_id }
-  if (stage1.length > 0) return { verdict: 'compare', candidates: stage1.sort((a, b) => a.closeness - b.closeness) }
+/**
+ * Signature rows stamped in the last moments are read again, so a write that commits a little after its
+ * timestamp (now() is the statement's start) is not missed. Signatures are written by single statements.
+ */
+const REREAD_MS = 2_000
 
-  const { jaccard_threshold, title_fuzzy_threshold, title_only_min_jaccard_floor } = cfg.minhash
-  const stage2: Candidate[] = []
-  for (const r of rows) {
-    const j = jaccardEstimate(sig.minhash, toLanes(r.minhash))
-    const passes = j >= jaccard_threshold || (j >= title_only_min_jaccard_floor && titleSimilarity(sig.title, r.title) >= title_fuzzy_threshold)
-    if (passes) stage2.push({ doc_id: r.doc_id, stage: 2, closeness: 1 - j })
+/**
+ * The signatures of each KB, held in memory and refreshed incrementally from SQL (rows created since the last
+ * read), so screening a document compares against every indexed document of its KB without reading them all
+ * from the database each time. Several processes may write: a candidate found here is confirmed against the
+ * database (still indexed) before it counts, and entries found stale are dropped.
+ */
+export class SignatureIndex {
+  private readonly kbs = new Map<string, { entries: Map<string, Entry>; seen: number }>()
+
+  private async refresh(db: SqlRunner, kbId: string): Promise<Map<string, Entry>> {
+    let kb = this.kbs.get(kbId)
+    if (!kb) this.kbs.set(kbId, (kb = { entries: new Map(), seen: 0 }))
+    const since = new Date(Math.max(0, kb.seen - REREAD_MS)).toISOString()
+    const rows = await db.query<{ doc_id: string; simhash: string; minhash: Uint8Array; title: string; created_at: string }>(
+      'SELECT doc_id, simhash, minhash, title, created_at FROM dedup_signatures WHERE kb_id = $1 AND created_at >= $2', [kbId, since])
+    for (const r of rows) {
+      kb.entries.set(r.doc_id, { simhash: r.simhash, minhash: toLanes(r.minhash), title: r.title })
+      kb.seen = Math.max(kb.seen, Date.parse(r.created_at))
+    }
+    return kb.entries
   }
-  if (stage2.length > 0) return { verdict: 'compare', candidates: stage2.sort((a, b) => a.closeness - b.closeness) }
-  return { verdict: 'unique' }
+
+  forget(kbId: string, docId: string): void {
+    this.kbs.get(kbId)?.entries.delete(docId)
+  }
+
+  dropKb(kbId: string): void {
+    this.kbs.delete(kbId)
+  }
+
+  /** Stages 1 and 2. */
+  async screen(db: SqlRunner, kbId: string, selfId: string, sig: Signatures, cfg: DedupCfg): Promise<EarlyVerdict> {
+    const entries = await this.refresh(db, kbId)
+    const { hamming_identical_threshold: identical, hamming_similar_threshold: similar } = cfg.simhash
+    const stage1: Candidate[] = []
+    for (const [docId, e] of entries) {
+      if (docId === selfId) continue
+      const d = hammingDistance(sig.simhash, e.simhash)
+      if (d <= similar) stage1.push({ doc_id: docId, stage: 1, closeness: d })
+    }
+    let live = await this.confirm(db, kbId, stage1)
+    if (live.length > 0) {
+      live.sort((a, b) => a.closeness - b.closeness)
+      if (live[0].closeness <= identical) return { verdict: 'identical', match: live[0].doc_id }
+      return { verdict: 'compare', candidates: live }
+    }
+    const { jaccard_threshold, title_fuzzy_threshold, title_only_min_jaccard_floor } = cfg.minhash
+    const stage2: Candidate[] = []
+    for (const [docId, e] of entries) {
+      if (docId === selfId) continue
+      const j = jaccardEstimate(sig.minhash, e.minhash)
+      const passes = j >= jaccard_threshold || (j >= title_only_min_jaccard_floor && titleSimilarity(sig.title, e.title) >= title_fuzzy_threshold)
+      if (passes) stage2.push({ doc_id: docId, stage: 2, closeness: 1 - j })
+    }
+    live = await this.confirm(db, kbId, stage2)
+    if (live.length > 0) return { verdict: 'compare', candidates: live.sort((a, b) => a.closeness - b.closeness) }
+    return { verdict: 'unique' }
+  }
+
+  /** Keeps the candidates whose document is still indexed; forgets the others. */
+  private async confirm(db: SqlRunner, kbId: string, candidates: Candidate[]): Promise<Candidate[]> {
+    if (candidates.length === 0) return candidates
+    const rows = await db.query<{ doc_id: string }>(
+      `SELECT doc_id FROM documents WHERE doc_id = ANY($1::text[]) AND status = 'indexed'`, [candidates.map((c) => c.doc_id)])
+    const ok = new Set(rows.map((r) => r.doc_id))
+    for (const c of candidates) if (!ok.has(c.doc_id)) this.forget(kbId, c.doc_id)
+    return candidates.filter((c) => ok.has(c.doc_id))
+  }
 }
 
 function cosine(a: Float32Array, b: Float32Array): number {
@@ -131,24 +167,20 @@ export async function compare(
   return { verdict: 'unique' }
 }
 
-/** Replaces the document's signature row and band keys. */
+/** Replaces the document's signature row and band keys, in one statement. */
 export async function storeSignatures(db: SqlRunner, kbId: string, docId: string, sig: Signatures, chunkCount: number): Promise<void> {
-  await db.query('DELETE FROM dedup_bands WHERE doc_id = $1', [docId])
   await db.query(
-    `INSERT INTO dedup_signatures (doc_id, kb_id, simhash, minhash, title, chunk_count) VALUES ($1, $2, $3, $4, $5, $6)
-     ON CONFLICT (doc_id) DO UPDATE SET simhash = EXCLUDED.simhash, minhash = EXCLUDED.minhash, title = EXCLUDED.title,
-       chunk_count = EXCLUDED.chunk_count, created_at = now()`,
-    [docId, kbId, sig.simhash, toBytes(sig.minhash), sig.title, chunkCount],
+    `WITH old_bands AS (DELETE FROM dedup_bands WHERE doc_id = $1),
+          sig AS (
+            INSERT INTO dedup_signatures (doc_id, kb_id, simhash, minhash, title, chunk_count) VALUES ($1, $2, $3, $4, $5, $6)
+            ON CONFLICT (doc_id) DO UPDATE SET simhash = EXCLUDED.simhash, minhash = EXCLUDED.minhash, title = EXCLUDED.title,
+              chunk_count = EXCLUDED.chunk_count, created_at = now()
+            RETURNING doc_id)
+     INSERT INTO dedup_bands (kb_id, band, doc_id) SELECT $2, b, sig.doc_id FROM sig, unnest($7::text[]) AS b ON CONFLICT DO NOTHING`,
+    [docId, kbId, sig.simhash, toBytes(sig.minhash), sig.title, chunkCount, sig.bands],
   )
-  if (sig.bands.length > 0) {
-    await db.query(
-      `INSERT INTO dedup_bands (kb_id, band, doc_id) SELECT $1, b, $2 FROM unnest($3::text[]) AS b ON CONFLICT DO NOTHING`,
-      [kbId, docId, sig.bands],
-    )
-  }
 }
 
 export async function dropSignatures(db: SqlRunner, docId: string): Promise<void> {
-  await db.query('DELETE FROM dedup_bands WHERE doc_id = $1', [docId])
-  await db.query('DELETE FROM dedup_signatures WHERE doc_id = $1', [docId])
+  await db.query('WITH b AS (DELETE FROM dedup_bands WHERE doc_id = $1) DELETE FROM dedup_signatures WHERE doc_id = $1', [docId])
 }

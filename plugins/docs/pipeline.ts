@@ -10,9 +10,9 @@ import type { Settings } from '../../kernel/config/schema.ts'
 import { AppError } from '../../kernel/errors.ts'
 import type { Logger } from '../../kernel/log.ts'
 import type { KbService } from '../kb/service.ts'
-import { compare, dropSignatures, screen, storeSignatures, type FinalVerdict } from './dedup.ts'
+import { compare, dropSignatures, SignatureIndex, storeSignatures, type FinalVerdict } from './dedup.ts'
 import { docTypeOf } from './formats.ts'
-import { createDocRepo, type DocRepo, type DocumentRecord } from './repo.ts'
+import type { DocRepo, DocumentRecord } from './repo.ts'
 import type { DocEvent } from './service.ts'
 import { truncateError } from './states.ts'
 import type { Processor } from './worker.ts'
@@ -58,6 +58,7 @@ export function createProcessor(deps: {
   const { sql, objects, vectors, embedder } = adapters
   const metrics: PipelineMetrics = { documents: 0, indexed: 0, failed: 0, skipped: 0, bytes: 0, chunks: 0, stageMs: Object.fromEntries(STAGES.map((s) => [s, 0])) as Record<Stage, number> }
   const builtin = embedder.name === 'builtin'
+  const signatureIndex = new SignatureIndex()
 
   async function timed<T>(stage: Stage, fn: () => Promise<T>): Promise<T> {
     const started = performance.now()
@@ -123,7 +124,7 @@ export function createProcessor(deps: {
 
       // dedup stages 1-2
       const early = signatures
-        ? await timed('dedup', () => screen(sql, kbId, docId, signatures, cfg.dedup))
+        ? await timed('dedup', () => signatureIndex.screen(sql, kbId, docId, signatures, cfg.dedup))
         : { verdict: 'unique' as const }
       if (early.verdict === 'identical') {
         await finishIdentical(doc, early.match, title, parsed.doc_type)
@@ -184,40 +185,39 @@ export function createProcessor(deps: {
         for (let i = 0; i < points.length; i += UPSERT_BATCH) await vectors.upsert(kbId, points.slice(i, i + UPSERT_BATCH))
       })
 
-      // meta
+      // meta (no transaction: until the final compare-and-set the document is `running`, and a crash before it
+      // makes recovery run it again; signature rows of a document that is not indexed are never compared)
       await timed('meta', async () => {
-        const indexed = await sql.transaction(async (tx) => {
-          await tx.query('DELETE FROM parent_chunks WHERE doc_id = $1', [docId])
-          if (seg.parents.length > 0) {
-            const childCount = new Array<number>(seg.parents.length).fill(0)
-            for (const c of seg.chunks) if (c.parent !== null) childCount[c.parent]++
-            for (const p of seg.parents) if (p.parent !== null) childCount[p.parent]++
-            const rows = seg.parents.map((p, i) => [
-              parentId(docId, p.level, p.index), kbId, docId, p.level, p.parent === null ? null : parentId(docId, seg.parents[p.parent].level, seg.parents[p.parent].index),
-              childCount[i], p.text, p.page_num, p.page_label, p.start, p.end,
-            ])
-            await tx.query(
-              `INSERT INTO parent_chunks (chunk_id, kb_id, doc_id, level, parent_chunk_id, child_count, text, page_num, page_label, start_offset, end_offset)
-               SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::int[], $7::text[], $8::int[], $9::text[], $10::int[], $11::int[])`,
-              Array.from({ length: 11 }, (_, col) => rows.map((r) => r[col])),
-            )
-          }
-          if (signatures) await storeSignatures(tx, kbId, docId, signatures, seg.chunks.length)
-          else await dropSignatures(tx, docId)
-          const moved = await createDocRepo(tx).transition(docId, ['running'], 'indexed', {
-            chunk_count: seg.chunks.length, embedding_model: embedder.model, title, doc_type: parsed.doc_type, last_error: null, duplicate_of: null,
-          })
-          if (!moved) throw new Superseded()
-          if (verdict.verdict === 'similar') {
-            const old = await createDocRepo(tx).transition(verdict.match, ['indexed'], 'outdated', { duplicate_of: docId })
-            return { outdated: old ? verdict.match : null }
-          }
-          return { outdated: null }
+        const reindex = doc.chunk_count !== null
+        if (reindex) await sql.query('DELETE FROM parent_chunks WHERE doc_id = $1', [docId])
+        if (seg.parents.length > 0) {
+          const childCount = new Array<number>(seg.parents.length).fill(0)
+          for (const c of seg.chunks) if (c.parent !== null) childCount[c.parent]++
+          for (const p of seg.parents) if (p.parent !== null) childCount[p.parent]++
+          const rows = seg.parents.map((p, i) => [
+            parentId(docId, p.level, p.index), kbId, docId, p.level, p.parent === null ? null : parentId(docId, seg.parents[p.parent].level, seg.parents[p.parent].index),
+            childCount[i], p.text, p.page_num, p.page_label, p.start, p.end,
+          ])
+          await sql.query(
+            `INSERT INTO parent_chunks (chunk_id, kb_id, doc_id, level, parent_chunk_id, child_count, text, page_num, page_label, start_offset, end_offset)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::int[], $7::text[], $8::int[], $9::text[], $10::int[], $11::int[])`,
+            Array.from({ length: 11 }, (_, col) => rows.map((r) => r[col])),
+          )
+        }
+        if (signatures) await storeSignatures(sql, kbId, docId, signatures, seg.chunks.length)
+        else if (reindex) await dropSignatures(sql, docId)
+        const moved = await repo.transition(docId, ['running'], 'indexed', {
+          chunk_count: seg.chunks.length, embedding_model: embedder.model, title, doc_type: parsed.doc_type, last_error: null, duplicate_of: null,
         })
-        if (indexed.outdated) {
-          await vectors.deleteByDoc(kbId, indexed.outdated)
-          await sql.query('DELETE FROM parent_chunks WHERE doc_id = $1', [indexed.outdated])
-          log.info({ doc_id: docId, outdated: indexed.outdated }, 'similar document supersedes an older one')
+        if (!moved) throw new Superseded()
+        if (verdict.verdict === 'similar') {
+          const old = await repo.transition(verdict.match, ['indexed'], 'outdated', { duplicate_of: docId })
+          if (old) {
+            signatureIndex.forget(kbId, verdict.match)
+            await vectors.deleteByDoc(kbId, verdict.match)
+            await sql.query('DELETE FROM parent_chunks WHERE doc_id = $1', [verdict.match])
+            log.info({ doc_id: docId, outdated: verdict.match }, 'similar document supersedes an older one')
+          }
         }
       })
       metrics.indexed++
@@ -243,6 +243,7 @@ export function createProcessor(deps: {
   }
 
   async function cleanup(kbId: string, docId: string): Promise<void> {
+    signatureIndex.forget(kbId, docId)
     await vectors.deleteByDoc(kbId, docId)
     await sql.query('DELETE FROM parent_chunks WHERE doc_id = $1', [docId])
     await dropSignatures(sql, docId)

@@ -2,7 +2,8 @@
 // states the caller expects, so a write based on a stale read never lands (a `fail` is never overwritten).
 import { randomBytes } from 'node:crypto'
 import type { SqlRunner } from '../../adapters/ports.ts'
-import { isUniqueViolation } from '../../adapters/metadata/common.ts'
+import { isForeignKeyViolation, isUniqueViolation } from '../../adapters/metadata/common.ts'
+import { AppError } from '../../kernel/errors.ts'
 import { STATUSES, type DocStatus } from './states.ts'
 
 export interface DocumentRecord {
@@ -79,7 +80,10 @@ export function createDocRepo(db: SqlRunner) {
       return rows[0] ?? null
     },
 
-    /** A new row in `status`; null when (kb_id, source) exists already (a concurrent upload won). */
+    /**
+     * A new row in `status`; null when (kb_id, source) exists already (an earlier or concurrent upload).
+     * Throws DOC_KB_MISSING when the KB does not exist (the foreign key says so: no look-up before).
+     */
     async insert(doc: { doc_id: string; kb_id: string; source: string; status: DocStatus; title: string; source_type: string; doc_type: string | null; connector_id?: string | null; source_uri?: string | null; content_type?: string | null }): Promise<DocumentRecord | null> {
       try {
         const rows = await db.query<DocumentRecord>(
@@ -90,6 +94,7 @@ export function createDocRepo(db: SqlRunner) {
         return rows[0]
       } catch (err) {
         if (isUniqueViolation(err)) return null
+        if (isForeignKeyViolation(err)) throw new AppError('KB_NOT_FOUND', 404, `Knowledge base '${doc.kb_id}' not found`)
         throw err
       }
     },

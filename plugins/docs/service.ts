@@ -95,26 +95,21 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
     }
     await runHooks(kbId, caller, kind)
 
-    // Claim: a new row in `uploading`, or the existing stable row moved to `uploading`.
-    let doc = await repo.findBySource(kbId, source)
+    // Claim: a new row in `uploading` (one statement in the common case of a new file name), or else the
+    // existing stable row moved to `uploading`.
     let previous: { status: DocStatus } | null = null
-    if (doc) {
-      if (isActive(doc.status)) throw activeConflict(doc)
-      previous = { status: doc.status }
-      const claimed = await repo.transition(doc.doc_id, [doc.status], 'uploading')
-      if (!claimed) throw activeConflict((await repo.getById(doc.doc_id)) ?? doc)
-      doc = claimed
-    } else {
-      const inserted = await repo.insert({ doc_id: newDocId(), kb_id: kbId, source, status: 'uploading', title: titleFromFilename(source), source_type: 's3', doc_type: docType, content_type: file.mimeType })
-      if (!inserted) {
-        const winner = await repo.findBySource(kbId, source)
-        throw activeConflict(winner ?? { doc_id: 'unknown', status: 'uploading' })
-      }
-      doc = inserted
+    let doc = await repo.insert({ doc_id: newDocId(), kb_id: kbId, source, status: 'uploading', title: titleFromFilename(source), source_type: 's3', doc_type: docType, content_type: file.mimeType })
+    if (!doc) {
+      const existing = await repo.findBySource(kbId, source)
+      if (!existing || isActive(existing.status)) throw activeConflict(existing ?? { doc_id: 'unknown', status: 'uploading' })
+      previous = { status: existing.status }
+      doc = await repo.transition(existing.doc_id, [existing.status], 'uploading')
+      if (!doc) throw activeConflict((await repo.getById(existing.doc_id)) ?? existing)
     }
+    const claimed = doc
     const undoClaim = async () => {
-      if (previous) await repo.transition(doc!.doc_id, ['uploading'], previous.status)
-      else await repo.remove(doc!.doc_id, ['uploading'])
+      if (previous) await repo.transition(claimed.doc_id, ['uploading'], previous.status)
+      else await repo.remove(claimed.doc_id, ['uploading'])
     }
 
     const key = `${kbId}/${doc.doc_id}/${source}`
@@ -174,7 +169,6 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
     runHooks,
 
     async upload(kbId: string, req: Request<any, any, any>): Promise<UploadResult> {
-      await requireKb(kbId)
       let result: UploadResult | null = null
       await readMultipart(req, {
         maxFileBytes: maxBytes,

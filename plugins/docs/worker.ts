@@ -51,39 +51,45 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
     w?.()
   }
 
-  async function handle(msg: QueueMessage<DocEvent>): Promise<void> {
-    const event = msg.payload
-    const doc = await repo.getById(event.doc_id)
-    if (!doc) return queue.ack(INGEST_TOPIC, msg.id)
-    if (doc.status === 'running' || doc.status === 'deleting' || doc.status === 'uploading') {
+  /** Why a claim failed: defer while someone else holds the document, drop the event when it is stale. */
+  async function release(msg: QueueMessage<DocEvent>): Promise<void> {
+    const doc = await repo.getById(msg.payload.doc_id)
+    if (doc && (doc.status === 'running' || doc.status === 'deleting' || doc.status === 'uploading')) {
       return queue.defer(INGEST_TOPIC, msg.id, opts.retryIntervalMs)
     }
-    if (doc.status !== 'pending') return queue.ack(INGEST_TOPIC, msg.id) // stale: failed, indexed or deleted meanwhile
+    // Gone, or failed/indexed/deleted meanwhile; a pending document with another event queued is that event's.
+    return queue.ack(INGEST_TOPIC, msg.id)
+  }
 
+  async function handle(msg: QueueMessage<DocEvent>): Promise<void> {
+    const event = msg.payload
     if (event.op === 'delete') {
-      const claimed = await repo.transition(doc.doc_id, ['pending'], 'deleting')
-      if (!claimed) return queue.ack(INGEST_TOPIC, msg.id)
+      // The claim is the compare-and-set itself: no read before it on the common path.
+      const claimed = await repo.transition(event.doc_id, ['pending'], 'deleting')
+      if (!claimed) return release(msg)
       try {
         await processor.remove(claimed, event.hard)
       } catch (err) {
-        log.error({ err, doc_id: doc.doc_id }, 'delete failed')
-        await repo.transition(doc.doc_id, ['deleting'], 'failed', { last_error: truncateError(`Delete failed: ${(err as Error).message}`) })
+        log.error({ err, doc_id: event.doc_id }, 'delete failed')
+        await repo.transition(event.doc_id, ['deleting'], 'failed', { last_error: truncateError(`Delete failed: ${(err as Error).message}`) })
       }
       return queue.ack(INGEST_TOPIC, msg.id)
     }
 
-    const claimed = await repo.transition(doc.doc_id, ['pending'], 'running', { last_error: null })
-    if (!claimed) return queue.ack(INGEST_TOPIC, msg.id)
+    const claimed = await repo.transition(event.doc_id, ['pending'], 'running', { last_error: null })
+    if (!claimed) return release(msg)
     const abort = new AbortController()
-    inProgress.set(doc.doc_id, abort)
+    inProgress.set(event.doc_id, abort)
     try {
       await processor.ingest(claimed, event, abort.signal)
     } catch (err) {
       // The processor records specific failures itself; this catches what escaped it.
-      log.error({ err, doc_id: doc.doc_id }, 'ingest failed')
-      await repo.transition(doc.doc_id, ['running'], 'failed', { last_error: truncateError((err as Error).message || 'Processing failed') })
+      if (!abort.signal.aborted) {
+        log.error({ err, doc_id: event.doc_id }, 'ingest failed')
+        await repo.transition(event.doc_id, ['running'], 'failed', { last_error: truncateError((err as Error).message || 'Processing failed') })
+      }
     } finally {
-      inProgress.delete(doc.doc_id)
+      inProgress.delete(event.doc_id)
     }
     return queue.ack(INGEST_TOPIC, msg.id)
   }

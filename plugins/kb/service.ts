@@ -148,7 +148,11 @@ export function createKbService(adapters: Adapters, settings: Readonly<Settings>
       await sql.query('DELETE FROM kb_settings_overrides WHERE kb_id = $1', [kbId])
     },
     async effectiveSettings(kbId) {
-      return effectiveKbSettings(settings as Settings, await service.getOverrides(kbId))
+      // One round trip: this runs for every document the worker processes.
+      const rows = await sql.query<{ overrides: Overrides | null }>(
+        'SELECT o.overrides FROM knowledge_bases k LEFT JOIN kb_settings_overrides o ON o.kb_id = k.kb_id WHERE k.kb_id = $1', [kbId])
+      if (rows.length === 0) throw kbNotFound(kbId)
+      return effectiveKbSettings(settings as Settings, rows[0].overrides ?? {})
     },
     async settingsView(kbId) {
       return kbSettingsView(settings as Settings, await service.getOverrides(kbId))

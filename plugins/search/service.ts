@@ -1,0 +1,213 @@
+// Search over one or many KBs (spec 4.10): the query is embedded and sparse-encoded once for all KBs, KBs
+// are searched concurrently, fused in each KB, then pooled across KBs; optional auto-merge and reranking.
+// No metadata round trip per result: results are built from the vector payloads.
+import type { Adapters } from '../../adapters/ports.ts'
+import { encodeQuery } from '../../compute/text/sparse.ts'
+import type { Settings } from '../../kernel/config/schema.ts'
+import { AppError, ValidationError } from '../../kernel/errors.ts'
+import type { Caller } from '../../kernel/plugin.ts'
+import type { Logger } from '../../kernel/log.ts'
+import { fuseInKb, poolByRank, poolByScore, type Pooled, type Ranked } from './fusion.ts'
+import { autoMerge, sqlParentLoader, type MergeItem } from './merge.ts'
+import { rerank } from './rerank.ts'
+
+export interface SearchInput {
+  query: string
+  kb_ids?: string[]
+  options?: Record<string, any>
+}
+
+export interface ResolvedOptions {
+  mode: 'hybrid' | 'similarity'
+  top_k: number
+  alpha: number
+  min_score: number
+  rerank: boolean
+  rerank_top_n: number
+}
+
+export interface SearchResultItem {
+  chunk_id: string
+  kb_id: string
+  doc_id: string
+  title: string
+  source_type: string
+  source: string
+  doc_type: string
+  chunk_index: number | null
+  page_num: number
+  page_label: string
+  text: string
+  score: number
+  rerank_score?: number
+  updated_at: string
+  merged: boolean
+  parent_chunk_id: string | null
+}
+
+export interface SearchOutput {
+  query: string
+  results: SearchResultItem[]
+  meta: {
+    total_candidates: number
+    returned: number
+    search_mode: string
+    score_threshold: number
+    reranked: boolean
+    rerank_provider: string
+    rerank_fallback: boolean
+    latency_ms: number
+  }
+}
+
+export const KB_IDS_REQUIRED = 'kb_ids must contain at least one entry.'
+
+/** Request options over global settings; nested ({hybrid: {alpha}}) and dot-key ("hybrid.alpha") forms both count. */
+export function resolveOptions(o: Record<string, any> = {}, r: Settings['retrieval']): ResolvedOptions {
+  return {
+    mode: o.mode ?? r.mode,
+    top_k: o.top_k ?? r.top_k,
+    alpha: o['hybrid.alpha'] ?? o.hybrid?.alpha ?? r.hybrid.alpha,
+    min_score: o['similarity.min_score'] ?? o.similarity?.min_score ?? r.similarity.min_score,
+    // The request can switch reranking off, never on: both must agree (notes.md).
+    rerank: (o['rerank.enabled'] ?? o.rerank?.enabled ?? true) && r.rerank.enabled,
+    rerank_top_n: o['rerank.top_n'] ?? o.rerank?.top_n ?? r.rerank.top_n,
+  }
+}
+
+const MERGE_TTL_MS = 2000
+
+export function createSearchService(adapters: Adapters, settings: Readonly<Settings>, log: Logger) {
+  const { vectors, embedder, sql } = adapters
+  const r = settings.retrieval
+  const loadParents = sqlParentLoader(sql)
+  // Per-KB auto-merge settings (overridable), read at most every MERGE_TTL_MS per KB: not per request.
+  const mergeCache = new Map<string, { at: number; enabled: boolean; threshold: number }>()
+
+  async function mergeSettings(kbIds: readonly string[]): Promise<Map<string, { enabled: boolean; threshold: number }>> {
+    const now = Date.now()
+    const missing = kbIds.filter((id) => (mergeCache.get(id)?.at ?? -Infinity) < now - MERGE_TTL_MS)
+    if (missing.length > 0) {
+      const rows = await sql.query<{ kb_id: string; overrides: Record<string, unknown> | null }>(
+        'SELECT kb_id, overrides FROM kb_settings_overrides WHERE kb_id = ANY($1::text[])', [missing])
+      const byKb = new Map(rows.map((row) => [row.kb_id, row.overrides ?? {}]))
+      for (const id of missing) {
+        const o = byKb.get(id) ?? {}
+        mergeCache.set(id, {
+          at: now,
+          enabled: (o['retrieval.auto_merge.enabled'] as boolean | undefined) ?? r.auto_merge.enabled,
+          threshold: (o['retrieval.auto_merge.merge_threshold'] as number | undefined) ?? r.auto_merge.merge_threshold,
+        })
+      }
+    }
+    return new Map(kbIds.map((id) => [id, mergeCache.get(id)!]))
+  }
+
+  async function searchKb(kbId: string, opts: ResolvedOptions, dense: Float32Array | undefined, sparse: ReturnType<typeof encodeQuery> | undefined, merge: { enabled: boolean; threshold: number }) {
+    // Fusion needs deeper lists than top_k: a chunk ranked 12th by both lists can beat one ranked 1st by one.
+    const limit = opts.mode === 'hybrid' ? Math.max(opts.top_k * 4, 40) : opts.top_k
+    let hits
+    try {
+      hits = await vectors.search(kbId, { dense, sparse, limit })
+    } catch (err) {
+      // A KB deleted while being searched contributes nothing; a store that is down is still an error.
+      if (err instanceof AppError && err.status === 404) return { ranked: [] as MergeItem[], candidates: 0 }
+      throw err
+    }
+    let ranked: Ranked[]
+    let candidates: number
+    if (opts.mode === 'hybrid') {
+      ranked = fuseInKb(hits.dense, hits.sparse, opts.alpha, r.hybrid.rrf_k)
+      candidates = ranked.length
+    } else {
+      ranked = hits.dense.map((h) => ({ payload: h.payload, score: h.score }))
+      candidates = ranked.length
+    }
+    ranked = ranked.slice(0, opts.top_k)
+    const merged: MergeItem[] = merge.enabled && ranked.some((x) => x.payload.parent_chunk_id !== null)
+      ? await autoMerge(ranked, merge.threshold, loadParents)
+      : ranked.map((x) => ({ ...x, merged: false }))
+    return { ranked: merged, candidates }
+  }
+
+  return {
+    resolveOptions: (o?: Record<string, any>) => resolveOptions(o, r),
+
+    async search(input: SearchInput, _caller: Caller | null = null): Promise<SearchOutput> {
+      const started = performance.now()
+      const kbIds = [...new Set(input.kb_ids ?? [])]
+      if (kbIds.length === 0) throw new AppError('KB_IDS_REQUIRED', 422, KB_IDS_REQUIRED)
+      const query = input.query
+      if (query.trim().length === 0) throw new ValidationError([{ loc: ['body', 'query'], msg: 'query must not be blank', type: 'string_too_short' }])
+      const opts = resolveOptions(input.options, r)
+
+      const needDense = opts.mode === 'similarity' || opts.alpha > 0
+      const needSparse = opts.mode === 'hybrid' && opts.alpha < 1
+      const [dense] = needDense ? await embedder.embed([query]) : [undefined]
+      const sparse = needSparse ? encodeQuery(query) : undefined
+      const merges = await mergeSettings(kbIds)
+      const perKb = await Promise.all(kbIds.map((id) => searchKb(id, opts, dense, sparse, merges.get(id)!)))
+
+      const lists = perKb.map((k) => k.ranked)
+      const pooled: Pooled[] = opts.mode === 'hybrid'
+        ? poolByRank(lists, r.hybrid.rrf_k, opts.top_k)
+        : poolByScore(lists, opts.min_score, opts.top_k)
+
+      let results: SearchResultItem[] = pooled.map((p) => toResult(p))
+      let reranked = false
+      let fallback = false
+      if (opts.rerank && results.length > 0) {
+        try {
+          const order = await rerank(
+            { url: r.rerank.url, apiKey: r.rerank.api_key, model: r.rerank.model, timeoutMs: r.rerank.timeout_sec * 1000 },
+            query, results.map((x) => x.text), Math.min(opts.rerank_top_n, results.length),
+          )
+          results = order.map((o) => ({ ...results[o.index], rerank_score: o.relevance_score }))
+          reranked = true
+        } catch (err) {
+          if (!r.rerank.fallback_on_error) throw err
+          log.warn({ err: (err as Error).message }, 'reranker failed; fused order returned')
+          fallback = true
+        }
+      }
+      return {
+        query,
+        results,
+        meta: {
+          total_candidates: perKb.reduce((n, k) => n + k.candidates, 0),
+          returned: results.length,
+          search_mode: opts.mode,
+          score_threshold: opts.mode === 'similarity' ? opts.min_score : 0.0,
+          reranked,
+          rerank_provider: reranked ? r.rerank.provider : 'none',
+          rerank_fallback: fallback,
+          latency_ms: Math.round(performance.now() - started),
+        },
+      }
+    },
+  }
+}
+
+function toResult(p: Pooled & { merged?: boolean }): SearchResultItem {
+  const x = p.payload
+  const merged = p.merged === true
+  return {
+    chunk_id: x.chunk_id,
+    kb_id: x.kb_id,
+    doc_id: x.doc_id,
+    title: x.title,
+    source_type: x.source_type,
+    source: x.source,
+    doc_type: x.doc_type,
+    chunk_index: merged ? null : x.chunk_index,
+    page_num: x.page_num,
+    page_label: x.page_label,
+    text: x.text,
+    score: p.final,
+    updated_at: x.updated_at,
+    merged,
+    parent_chunk_id: x.parent_chunk_id,
+  }
+}
+
+export type SearchService = ReturnType<typeof createSearchService>
