@@ -1,0 +1,543 @@
+// One KB's collection in the embedded store: points in memory (dense arena + HNSW, sparse inverted
+// index, payloads) and on disk under <dir>/<kb_id>/:
+//
+//   manifest.json          dimensions, graph parameters, the current snapshot
+//   wal-<seq>.log          write-ahead log segments; those after the snapshot's seq are replayed at open
+//   points-<seq>.bin       snapshot of the points (snapshot.ts)
+//   hnsw-<seq>.usearch     the HNSW graph saved with the snapshot
+//
+// Writes go through one queue: every record waiting while an fsync runs is written and fsync'd by the
+// next one (group commit), then applied in memory, then acknowledged. Snapshots are taken between two
+// groups: the log is switched to a new segment and the state captured in the same tick, so the snapshot
+// holds exactly the segments up to the old one; they are deleted once the snapshot and the manifest
+// naming it are on disk. A crash at any point leaves either the old or the new snapshot, plus every log
+// segment after it.
+import { promises as fs } from 'node:fs'
+import { join } from 'node:path'
+import { serviceUnavailable } from '../../kernel/errors.ts'
+import type { ChunkPayload, SparseVector, VectorHit, VectorPoint, VectorQuery } from '../ports.ts'
+import { DenseIndex, type DenseIndexOptions, type HnswParams, type Usearch } from './dense-index.ts'
+import { PayloadTable } from './payloads.ts'
+import { dimensionMismatch, invalidPoint, pointProblem } from './errors.ts'
+import { exists, fsyncDir, fsyncFile, writeFileAtomic } from './files.ts'
+import { readSnapshot, writeSnapshot, type SnapshotCapture } from './snapshot.ts'
+import { SparseIndex } from './sparse-index.ts'
+import { encodeDeleteDoc, encodeUpsert, readRecords, RECORD_UPSERT, WalFile, type DecodedPoint } from './wal.ts'
+
+export interface CollectionOptions extends DenseIndexOptions {
+  /** A snapshot is taken once the log since the last one reaches max(this, half the last snapshot's size). */
+  snapshotMinBytes: number
+  /** After this long without writes (and with the graph built), a non-empty log is folded into a snapshot. */
+  snapshotIdleMs: number
+}
+
+interface Manifest {
+  format: 1
+  kb_id: string
+  dimensions: number
+  graph: Pick<HnswParams, 'quantization' | 'connectivity' | 'expansionAdd'>
+  snapshot: { seq: number; points: string; graph: string | null; graphRows: number } | null
+}
+
+type Settle = { resolve: (v: unknown) => void; reject: (e: unknown) => void }
+type Op =
+  | ({ kind: 'upsert'; record: Buffer; points: readonly VectorPoint[] } & Settle)
+  | ({ kind: 'delete'; record: Buffer; docId: string } & Settle)
+  | ({ kind: 'snapshot'; record: null } & Settle)
+
+const MANIFEST = 'manifest.json'
+const walName = (seq: number) => `wal-${String(seq).padStart(10, '0')}.log`
+const WAL_RE = /^wal-(\d+)\.log$/
+
+export class Collection {
+  readonly kbId: string
+  readonly dir: string
+  readonly dims: number
+  private readonly opts: CollectionOptions
+  private manifest: Manifest
+  private readonly dense: DenseIndex
+  private readonly sparse = new SparseIndex()
+  private readonly payloads = new PayloadTable()
+  private readonly chunkRow = new Map<string, number>()
+  private readonly docRows = new Map<string, Set<number>>()
+  /** Rows free for reuse (no stale index entry points at them). */
+  private free: number[] = []
+  /** Rows deleted since the last purge: the sparse postings and the graph queue may still name them. */
+  private dying: number[] = []
+  private nextRow = 0
+  // Persistence.
+  private wal!: WalFile
+  private walSeq = 0
+  private walBytes = 0
+  private lastSnapshotBytes = 0
+  private ops: Op[] = []
+  /** True from the start of the write loop to the instant it sees an empty queue (set and cleared synchronously). */
+  private looping = false
+  private loopDone: Promise<void> = Promise.resolve()
+  private snapshotTask: Promise<void> | null = null
+  private idleTimer: NodeJS.Timeout | undefined
+  private closed = false
+  private readonly scratchSeen = new Set<number>()
+
+  private constructor(kbId: string, dir: string, dims: number, usearch: Usearch, opts: CollectionOptions, manifest: Manifest) {
+    this.kbId = kbId
+    this.dir = dir
+    this.dims = dims
+    this.opts = opts
+    this.manifest = manifest
+    this.dense = new DenseIndex(usearch, { ...opts, dimensions: dims })
+  }
+
+  static async create(kbId: string, dir: string, dims: number, usearch: Usearch, opts: CollectionOptions): Promise<Collection> {
+    // Only called when the folder holds no manifest: whatever is left there (an interrupted drop or
+    // creation) must not be replayed into the new collection.
+    await fs.rm(dir, { recursive: true, force: true })
+    await fs.mkdir(dir, { recursive: true })
+    const manifest: Manifest = {
+      format: 1,
+      kb_id: kbId,
+      dimensions: dims,
+      graph: { quantization: opts.quantization, connectivity: opts.connectivity, expansionAdd: opts.expansionAdd },
+      snapshot: null,
+    }
+    const c = new Collection(kbId, dir, dims, usearch, opts, manifest)
+    c.walSeq = 1
+    c.wal = await WalFile.open(join(dir, walName(1)))
+    // The manifest is written last: a folder without one is an unfinished creation and is ignored.
+    await writeFileAtomic(dir, join(dir, MANIFEST), JSON.stringify(manifest))
+    await fsyncDir(join(dir, '..'))
+    return c
+  }
+
+  /** Reads the manifest only (dimensions check before a full open). Null when the folder is no collection. */
+  static async readManifest(dir: string): Promise<Manifest | null> {
+    try {
+      return JSON.parse(await fs.readFile(join(dir, MANIFEST), 'utf8')) as Manifest
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return null
+      throw err
+    }
+  }
+
+  static async open(kbId: string, dir: string, usearch: Usearch, opts: CollectionOptions): Promise<Collection | null> {
+    const manifest = await Collection.readManifest(dir)
+    if (manifest === null) return null
+    const c = new Collection(kbId, dir, manifest.dimensions, usearch, opts, manifest)
+    await c.load()
+    return c
+  }
+
+  // ---- reads ----------------------------------------------------------------------------------------
+
+  get count(): number {
+    return this.dense.liveCount
+  }
+
+  search(query: VectorQuery): { dense: VectorHit[]; sparse: VectorHit[] } {
+    const k = Math.floor(query.limit)
+    const out = { dense: [] as VectorHit[], sparse: [] as VectorHit[] }
+    if (!(k > 0)) return out
+    if (query.dense !== undefined) {
+      if (query.dense.length !== this.dims) throw dimensionMismatch(this.kbId, this.dims, query.dense.length)
+      const r = this.dense.search(query.dense, k)
+      out.dense = this.hits(r.rows, r.scores)
+    }
+    if (query.sparse !== undefined && query.sparse.indices.length > 0) {
+      const r = this.sparse.search(query.sparse, k)
+      out.sparse = this.hits(r.rows, r.scores)
+    }
+    return out
+  }
+
+  private hits(rows: Int32Array, scores: Float64Array): VectorHit[] {
+    const hits: VectorHit[] = new Array(rows.length)
+    // Fresh objects: callers decorate results, and the stored payload must not change under later searches.
+    for (let i = 0; i < rows.length; i++) hits[i] = { score: scores[i], payload: this.payloads.get(rows[i]) }
+    return hits
+  }
+
+  docVectors(docId: string): Float32Array[] {
+    const rows = this.docRows.get(docId)
+    if (rows === undefined) return []
+    const index = this.payloads.chunkIndex
+    return [...rows].sort((a, b) => index[a] - index[b]).map((row) => this.dense.vector(row))
+  }
+
+  whenIndexed(): Promise<void> {
+    return this.dense.whenIndexed()
+  }
+
+  stats() {
+    return {
+      points: this.dense.liveCount,
+      inGraph: this.dense.graphCount,
+      pending: this.dense.pendingCount,
+      rows: this.dense.rowsEnd,
+      terms: this.sparse.termCount,
+      walBytes: this.walBytes,
+      snapshotBytes: this.lastSnapshotBytes,
+      snapshotSeq: this.manifest.snapshot?.seq ?? 0,
+      graphFailure: this.dense.failure === undefined ? null : String(this.dense.failure),
+    }
+  }
+
+  // ---- writes ---------------------------------------------------------------------------------------
+
+  upsert(points: readonly VectorPoint[]): Promise<void> {
+    if (this.closed) return Promise.reject(serviceUnavailable(`Vector collection '${this.kbId}' is closed`))
+    if (points.length === 0) return Promise.resolve()
+    for (const p of points) {
+      const problem = pointProblem(p, this.scratchSeen)
+      if (problem !== null) return Promise.reject(invalidPoint(this.kbId, problem))
+      if (p.dense.length !== this.dims) return Promise.reject(dimensionMismatch(this.kbId, this.dims, p.dense.length))
+    }
+    // The log record is encoded now; the arrays are copied into the indexes once it is on disk, so the
+    // caller must not change them before the promise settles.
+    const record = encodeUpsert(points, this.dims)
+    return new Promise<unknown>((resolve, reject) => this.push({ kind: 'upsert', record, points, resolve, reject })).then(() => undefined)
+  }
+
+  deleteByDoc(docId: string): Promise<number> {
+    if (this.closed) return Promise.reject(serviceUnavailable(`Vector collection '${this.kbId}' is closed`))
+    // Nothing to delete and nothing queued that could add it: no log record, no fsync.
+    if (!this.docRows.has(docId) && this.ops.length === 0 && !this.looping) return Promise.resolve(0)
+    return new Promise<unknown>((resolve, reject) => this.push({ kind: 'delete', record: encodeDeleteDoc(docId), docId, resolve, reject })) as Promise<number>
+  }
+
+  /** Takes a snapshot now (after the writes already queued) and resolves once it is on disk. */
+  async snapshot(): Promise<void> {
+    if (this.closed) return
+    await new Promise<unknown>((resolve, reject) => this.push({ kind: 'snapshot', record: null, resolve, reject }))
+  }
+
+  private push(op: Op): void {
+    this.ops.push(op)
+    // The flag is cleared in the loop's own `finally`, in the same tick it finds the queue empty: a write
+    // pushed after that starts a new loop, one pushed before is taken by the running loop.
+    if (!this.looping) {
+      this.looping = true
+      this.loopDone = this.flushLoop()
+    }
+  }
+
+  private async flushLoop(): Promise<void> {
+    // No await between the last queue check and the `finally`: see push().
+    try {
+      while (this.ops.length > 0) await this.flushGroup(this.ops.splice(0))
+    } finally {
+      this.looping = false
+    }
+  }
+
+  private async flushGroup(group: Op[]): Promise<void> {
+    const records = group.flatMap((o) => (o.record === null ? [] : [o.record]))
+    if (records.length > 0) {
+      const data = records.length === 1 ? records[0] : Buffer.concat(records)
+      try {
+        await this.wal.append(data)
+      } catch (err) {
+        const e = serviceUnavailable(`Vector collection '${this.kbId}': write-ahead log write failed`, err)
+        for (const o of group) o.reject(e)
+        return
+      }
+      this.walBytes += data.length
+    }
+    const wantSnapshot: Op[] = []
+    for (const o of group) {
+      try {
+        if (o.kind === 'upsert') {
+          this.applyUpsert(o.points, true)
+          o.resolve(o.points.length)
+        } else if (o.kind === 'delete') {
+          o.resolve(this.applyDelete(o.docId))
+        } else {
+          wantSnapshot.push(o)
+        }
+      } catch (err) {
+        // Unreachable unless memory runs out: points are validated before they are logged.
+        this.opts.log?.warn({ err, kb_id: this.kbId }, 'vector write logged but not applied; a restart replays it')
+        o.reject(err)
+      }
+    }
+    this.purgeIfWorthIt()
+    if (wantSnapshot.length > 0 || this.snapshotDue()) {
+      try {
+        const { task } = await this.startSnapshot()
+        // Resolving with the task makes an explicit snapshot() wait until the files are on disk.
+        for (const o of wantSnapshot) o.resolve(task)
+      } catch (err) {
+        for (const o of wantSnapshot) o.reject(err)
+        this.opts.log?.warn({ err, kb_id: this.kbId }, 'vector snapshot failed')
+      }
+    }
+    this.armIdleSnapshot()
+  }
+
+  private applyUpsert(points: readonly (VectorPoint | DecodedPoint)[], copy: boolean): void {
+    for (const p of points) {
+      const id = p.payload.chunk_id
+      const old = this.chunkRow.get(id)
+      if (old !== undefined) this.removeRow(old)
+      const row = this.free.length > 0 ? this.free.pop()! : this.nextRow++
+      const payload: ChunkPayload = copy ? { ...p.payload } : p.payload
+      const sparse: SparseVector = copy ? { indices: p.sparse.indices.slice(), values: p.sparse.values.slice() } : p.sparse
+      this.dense.set(row, p.dense)
+      this.sparse.add(row, sparse)
+      this.payloads.set(row, payload)
+      this.chunkRow.set(id, row)
+      let rows = this.docRows.get(payload.doc_id)
+      if (rows === undefined) this.docRows.set(payload.doc_id, (rows = new Set()))
+      rows.add(row)
+    }
+  }
+
+  private applyDelete(docId: string): number {
+    const rows = this.docRows.get(docId)
+    if (rows === undefined) return 0
+    const n = rows.size
+    for (const row of [...rows]) this.removeRow(row)
+    this.docRows.delete(docId)
+    return n
+  }
+
+  private removeRow(row: number): void {
+    const chunkId = this.payloads.chunkIds[row]!
+    const docId = this.payloads.docIds[row]!
+    this.dense.remove(row)
+    this.sparse.remove(row)
+    this.chunkRow.delete(chunkId)
+    const rows = this.docRows.get(docId)
+    if (rows !== undefined) {
+      rows.delete(row)
+      if (rows.size === 0) this.docRows.delete(docId)
+    }
+    this.payloads.delete(row)
+    this.dying.push(row)
+  }
+
+  /** Hands deleted rows back for reuse once enough piled up; cleans the indexes that still name them. */
+  private purgeIfWorthIt(): void {
+    if (this.dying.length === 0 || this.snapshotTask !== null) return
+    if (this.sparse.deadRatio < 0.25 && this.dying.length < Math.max(1024, this.dense.liveCount / 4)) return
+    this.sparse.compact()
+    this.dense.compactQueue()
+    // A snapshot being written may still read a dying row's arena slot: handled by the guard above.
+    for (const row of this.dying) this.free.push(row)
+    this.dying = []
+  }
+
+  // ---- snapshots ------------------------------------------------------------------------------------
+
+  private snapshotDue(): boolean {
+    if (this.snapshotTask !== null || this.walBytes === 0) return false
+    return this.walBytes >= Math.max(this.opts.snapshotMinBytes, this.lastSnapshotBytes / 2)
+  }
+
+  private armIdleSnapshot(): void {
+    if (this.idleTimer !== undefined) clearTimeout(this.idleTimer)
+    this.idleTimer = undefined
+    if (this.closed || this.walBytes === 0 || !(this.opts.snapshotIdleMs > 0)) return
+    this.idleTimer = setTimeout(() => {
+      this.idleTimer = undefined
+      if (this.closed || this.walBytes === 0 || this.snapshotTask !== null) return
+      // Wait for the graph: a snapshot taken now would make the next start rebuild those rows again.
+      if (this.dense.pendingCount > 0) return void this.dense.whenIndexed().then(() => this.armIdleSnapshot())
+      this.snapshot().catch((err: unknown) => this.opts.log?.warn({ err, kb_id: this.kbId }, 'idle vector snapshot failed'))
+    }, this.opts.snapshotIdleMs)
+    this.idleTimer.unref()
+  }
+
+  /**
+   * Runs inside the write loop: switches the log, captures the state, and returns the task writing it
+   * (this.snapshotTask is the same task with its failure logged, so it never rejects unobserved).
+   */
+  private async startSnapshot(): Promise<{ task: Promise<void> }> {
+    while (this.snapshotTask !== null) await this.snapshotTask
+    if (this.walBytes === 0 && this.manifest.snapshot !== null) return { task: Promise.resolve() }
+    const seq = this.walSeq
+    const next = await WalFile.open(join(this.dir, walName(seq + 1)))
+    await fsyncDir(this.dir)
+    const old = this.wal
+    this.wal = next
+    this.walSeq = seq + 1
+    await old.close()
+    const coveredBytes = this.walBytes
+    // From here to the end of the capture nothing awaits: the graph and the flags are taken at one instant.
+    const graphTmp = join(this.dir, `hnsw-${seq}.usearch.tmp`)
+    const graphRows = this.dense.graphCount
+    const hasGraph = this.dense.saveGraph(graphTmp)
+    const capture = this.capture()
+    const task = this.finishSnapshot(seq, capture, hasGraph ? graphTmp : null, graphRows, coveredBytes)
+    this.snapshotTask = task
+      .catch((err: unknown) => this.opts.log?.warn({ err, kb_id: this.kbId }, 'vector snapshot failed; the log keeps every write'))
+      .finally(() => {
+        this.snapshotTask = null
+      })
+    // Wrapped: an async function returning the bare promise would make the write loop wait for the files.
+    return { task }
+  }
+
+  private capture(): SnapshotCapture {
+    const n = this.dense.liveCount
+    const live = new Int32Array(n)
+    const inGraph = new Uint8Array(n)
+    const chunkIndex = new Int32Array(n)
+    const chunkIds: string[] = new Array(n)
+    const docIds: string[] = new Array(n)
+    const payloads: (ChunkPayload | Uint8Array)[] = new Array(n)
+    const sparse: SparseVector[] = new Array(n)
+    let i = 0
+    for (let row = 0; row < this.dense.rowsEnd; row++) {
+      if (!this.dense.isLive(row)) continue
+      live[i] = row
+      inGraph[i] = this.dense.isInGraph(row) ? 1 : 0
+      chunkIndex[i] = this.payloads.chunkIndex[row]
+      chunkIds[i] = this.payloads.chunkIds[row]!
+      docIds[i] = this.payloads.docIds[row]!
+      payloads[i] = this.payloads.raw(row)
+      sparse[i] = this.sparse.vectorOf(row)!
+      i++
+    }
+    return {
+      dims: this.dims,
+      rowsEnd: this.dense.rowsEnd,
+      rows: live,
+      inGraph,
+      norms: this.dense.norms,
+      arena: this.dense.arena,
+      sparse,
+      postings: this.sparse.capture(),
+      chunkIds,
+      docIds,
+      chunkIndex,
+      payloads,
+    }
+  }
+
+  private async finishSnapshot(seq: number, capture: SnapshotCapture, graphTmp: string | null, graphRows: number, coveredBytes: number): Promise<void> {
+    const pointsName = `points-${seq}.bin`
+    const graphName = graphTmp === null ? null : `hnsw-${seq}.usearch`
+    try {
+      const size = await writeSnapshot(join(this.dir, `${pointsName}.tmp`), capture)
+      await fs.rename(join(this.dir, `${pointsName}.tmp`), join(this.dir, pointsName))
+      if (graphTmp !== null && graphName !== null) {
+        await fsyncFile(graphTmp)
+        await fs.rename(graphTmp, join(this.dir, graphName))
+      }
+      await fsyncDir(this.dir)
+      const previous = this.manifest.snapshot
+      const manifest: Manifest = { ...this.manifest, snapshot: { seq, points: pointsName, graph: graphName, graphRows } }
+      await writeFileAtomic(this.dir, join(this.dir, MANIFEST), JSON.stringify(manifest))
+      this.manifest = manifest
+      this.walBytes -= coveredBytes
+      this.lastSnapshotBytes = size
+      if (previous !== null) {
+        await fs.rm(join(this.dir, previous.points), { force: true })
+        if (previous.graph !== null) await fs.rm(join(this.dir, previous.graph), { force: true })
+      }
+      await this.removeSegmentsUpTo(seq)
+      this.opts.log?.info?.({ kb_id: this.kbId, seq, points: capture.rows.length, bytes: size }, 'vector snapshot written')
+    } catch (err) {
+      await fs.rm(join(this.dir, `${pointsName}.tmp`), { force: true }).catch(() => {})
+      if (graphTmp !== null) await fs.rm(graphTmp, { force: true }).catch(() => {})
+      throw err
+    }
+  }
+
+  private async removeSegmentsUpTo(seq: number): Promise<void> {
+    for (const name of await fs.readdir(this.dir)) {
+      const m = WAL_RE.exec(name)
+      if (m !== null && Number(m[1]) <= seq) await fs.rm(join(this.dir, name), { force: true })
+    }
+  }
+
+  // ---- open -----------------------------------------------------------------------------------------
+
+  private async load(): Promise<void> {
+    const snap = this.manifest.snapshot
+    const names = await fs.readdir(this.dir)
+    // Leftovers of an interrupted snapshot, or files an earlier snapshot made obsolete.
+    for (const name of names) {
+      const m = WAL_RE.exec(name)
+      const stale =
+        name.endsWith('.tmp') ||
+        (m !== null && snap !== null && Number(m[1]) <= snap.seq) ||
+        (/^(points|hnsw)-\d+\./.test(name) && name !== snap?.points && name !== snap?.graph)
+      if (stale) await fs.rm(join(this.dir, name), { force: true })
+    }
+    if (snap !== null) {
+      const data = await readSnapshot(join(this.dir, snap.points), this.dims, (rowsEnd) => this.dense.arenaBytes(rowsEnd))
+      const g = this.manifest.graph
+      const sameParams = g.quantization === this.opts.quantization && g.connectivity === this.opts.connectivity && g.expansionAdd === this.opts.expansionAdd
+      const graphLoaded = snap.graph !== null && sameParams && this.dense.loadGraph(join(this.dir, snap.graph), snap.graphRows)
+      if (snap.graph !== null && !graphLoaded) {
+        this.opts.log?.warn({ kb_id: this.kbId, sameParams }, 'vector graph not loaded: rebuilding it in the background')
+      }
+      for (let i = 0; i < data.rows.length; i++) this.dense.adopt(data.rows[i], data.norms[i], graphLoaded && data.inGraph[i] === 1)
+      this.sparse.restore(data.rows, data.sparse, data.postings, data.rowsEnd)
+      this.payloads.restore(data.rows, data.chunkIds, data.docIds, data.chunkIndex, data.payloadBlob, data.payloadOffsets, data.rowsEnd)
+      for (let i = 0; i < data.rows.length; i++) {
+        const row = data.rows[i]
+        this.chunkRow.set(data.chunkIds[i], row)
+        let rows = this.docRows.get(data.docIds[i])
+        if (rows === undefined) this.docRows.set(data.docIds[i], (rows = new Set()))
+        rows.add(row)
+      }
+      this.nextRow = data.rowsEnd
+      for (let row = data.rowsEnd - 1; row >= 0; row--) if (!this.dense.isLive(row)) this.free.push(row)
+      if (!sameParams) this.manifest = { ...this.manifest, graph: { quantization: this.opts.quantization, connectivity: this.opts.connectivity, expansionAdd: this.opts.expansionAdd } }
+      this.lastSnapshotBytes = (await fs.stat(join(this.dir, snap.points))).size
+    }
+    const segments = (await fs.readdir(this.dir))
+      .map((name) => WAL_RE.exec(name))
+      .filter((m): m is RegExpExecArray => m !== null)
+      .map((m) => Number(m[1]))
+      .sort((a, b) => a - b)
+    for (let i = 0; i < segments.length; i++) {
+      const path = join(this.dir, walName(segments[i]))
+      const buf = await fs.readFile(path)
+      const { records, validBytes, torn } = readRecords(buf)
+      for (const r of records) {
+        if (r.type === RECORD_UPSERT) this.applyUpsert(r.points, false)
+        else this.applyDelete(r.docId)
+      }
+      this.purgeIfWorthIt()
+      this.walBytes += validBytes
+      if (torn) {
+        // A write cut short by a crash; it was never acknowledged. Cut it off so appends follow intact records.
+        this.opts.log?.warn({ kb_id: this.kbId, segment: walName(segments[i]), dropped_bytes: buf.length - validBytes }, 'vector log: dropped a torn record')
+        await fs.truncate(path, validBytes)
+      }
+    }
+    this.walSeq = segments.length > 0 ? segments[segments.length - 1] : (snap?.seq ?? 0) + 1
+    this.wal = await WalFile.open(join(this.dir, walName(this.walSeq)))
+    if (segments.length === 0) await fsyncDir(this.dir)
+    this.armIdleSnapshot()
+  }
+
+  // ---- lifecycle ------------------------------------------------------------------------------------
+
+  /** Drains the queue, finishes a running snapshot, optionally folds the log into a new one, closes files. */
+  async close(opts: { snapshot: boolean }): Promise<void> {
+    if (this.closed) return
+    if (opts.snapshot && this.walBytes > 0) await this.snapshot().catch((err: unknown) => this.opts.log?.warn({ err, kb_id: this.kbId }, 'vector snapshot at close failed'))
+    this.closed = true
+    if (this.idleTimer !== undefined) clearTimeout(this.idleTimer)
+    while (this.looping) await this.loopDone
+    await this.snapshotTask?.catch(() => {})
+    this.dense.stop()
+    await this.wal.close()
+  }
+
+  /** Closes without a snapshot and removes the folder, manifest first, so a crash midway leaves no collection. */
+  async drop(): Promise<void> {
+    await this.close({ snapshot: false })
+    await fs.rm(join(this.dir, MANIFEST), { force: true })
+    await fsyncDir(this.dir)
+    await fs.rm(this.dir, { recursive: true, force: true })
+  }
+
+  static exists(dir: string): Promise<boolean> {
+    return exists(join(dir, MANIFEST))
+  }
+}

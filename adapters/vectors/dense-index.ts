@@ -1,0 +1,358 @@
+// Dense vectors of one collection: an f32 arena (row-major, one row per point) that answers exact
+// scores and docVectors, plus a usearch HNSW graph over the same rows (keys = row numbers) that finds
+// candidates fast. New rows are searchable at once by an exact scan of the rows not yet in the graph
+// ("pending"); a background task moves them into the graph in slices of a few milliseconds, so neither
+// an upsert nor a restart that replays the write-ahead log waits for graph construction.
+//
+// Every returned score is the exact f32 cosine recomputed from the arena, so the graph may quantize
+// (f16 by default: half the memory) without changing scores; only candidate recall depends on it.
+import type { Index } from 'usearch'
+import { TopK } from './top-k.ts'
+
+export type Usearch = typeof import('usearch').default
+export type Quantization = 'f32' | 'f16' | 'bf16' | 'i8'
+
+export interface HnswParams {
+  quantization: Quantization
+  connectivity: number
+  expansionAdd: number
+  expansionSearch: number
+}
+
+export interface DenseIndexOptions extends HnswParams {
+  dimensions: number
+  /** Collections with rows x dimensions at most this are scanned exactly: as fast as the graph there, and exact. */
+  exactBudget: number
+  /** Threads usearch may use for a slice of background insertions. */
+  indexThreads: number
+  /** Target duration of one background slice: the longest the event loop is held by graph building. */
+  indexSliceMs: number
+  log?: { warn(obj: object, msg: string): void; info?(obj: object, msg: string): void }
+}
+
+export class DenseIndex {
+  readonly dims: number
+  private readonly usearch: Usearch
+  private readonly opts: DenseIndexOptions
+  private hnsw: Index
+  arena: Float32Array
+  norms: Float32Array
+  private live: Uint8Array
+  private inGraph: Uint8Array
+  private waiting: Uint8Array
+  /** Rows waiting for the graph, oldest first; entries whose row left the waiting state are skipped. */
+  private queue: Int32Array
+  private queueHead = 0
+  private queueTail = 0
+  private capacity: number
+  rowsEnd = 0
+  liveCount = 0
+  graphCount = 0
+  pendingCount = 0
+  // Background graph building.
+  private msPerVector = 1
+  private timer: NodeJS.Immediate | undefined
+  private idleWaiters: (() => void)[] = []
+  private stopped = false
+  /** Set when usearch refused an insertion; graph building is then off and waiting rows are scanned. */
+  failure: unknown
+  private scratchKeys = new BigUint64Array(0)
+  private scratchVectors = new Float32Array(0)
+
+  constructor(usearch: Usearch, opts: DenseIndexOptions, capacityRows = 256) {
+    this.usearch = usearch
+    this.opts = opts
+    this.dims = opts.dimensions
+    this.capacity = Math.max(16, capacityRows)
+    this.arena = new Float32Array(this.capacity * this.dims)
+    this.norms = new Float32Array(this.capacity)
+    this.live = new Uint8Array(this.capacity)
+    this.inGraph = new Uint8Array(this.capacity)
+    this.waiting = new Uint8Array(this.capacity)
+    this.queue = new Int32Array(this.capacity)
+    this.hnsw = this.newGraph()
+  }
+
+  private newGraph(): Index {
+    const o = this.opts
+    return new this.usearch.Index({
+      dimensions: this.dims,
+      metric: 'cos' as never,
+      quantization: o.quantization as never,
+      connectivity: o.connectivity,
+      expansion_add: o.expansionAdd,
+      expansion_search: o.expansionSearch,
+      multi: false,
+    })
+  }
+
+  isLive(row: number): boolean {
+    return row < this.capacity && this.live[row] === 1
+  }
+
+  isInGraph(row: number): boolean {
+    return row < this.capacity && this.inGraph[row] === 1
+  }
+
+  /** Copies the vector into the arena and queues the row for the graph. */
+  set(row: number, vector: Float32Array): void {
+    if (this.isLive(row)) throw new Error(`dense row ${row} is already live`)
+    this.ensureCapacity(row + 1)
+    const d = this.dims
+    this.arena.set(vector, row * d)
+    let sq = 0
+    for (let i = 0; i < d; i++) sq += vector[i] * vector[i]
+    this.norms[row] = Math.sqrt(sq)
+    this.live[row] = 1
+    this.liveCount++
+    if (row >= this.rowsEnd) this.rowsEnd = row + 1
+    this.enqueue(row)
+  }
+
+  /** Loads rows restored from a snapshot: the arena is already filled, norms and flags come along. */
+  adopt(row: number, norm: number, inGraph: boolean): void {
+    this.live[row] = 1
+    this.norms[row] = norm
+    this.liveCount++
+    if (row >= this.rowsEnd) this.rowsEnd = row + 1
+    if (inGraph) {
+      this.inGraph[row] = 1
+      this.graphCount++
+    } else {
+      this.enqueue(row)
+    }
+  }
+
+  remove(row: number): void {
+    if (!this.isLive(row)) return
+    this.live[row] = 0
+    this.liveCount--
+    if (this.inGraph[row] === 1) {
+      this.hnsw.remove(BigInt(row))
+      this.inGraph[row] = 0
+      this.graphCount--
+    }
+    if (this.waiting[row] === 1) {
+      this.waiting[row] = 0
+      this.pendingCount--
+    }
+  }
+
+  vector(row: number): Float32Array {
+    const d = this.dims
+    return this.arena.slice(row * d, row * d + d)
+  }
+
+  /** A byte view of the first `rows` arena rows, for a snapshot to be read straight into. */
+  arenaBytes(rows: number): Uint8Array {
+    // Sized to the snapshot (plus a little room), not by 1.5x steps: at 100k x 1024 a step is 200 MB.
+    this.ensureCapacity(rows, Math.ceil(rows * 1.02) + 16)
+    return new Uint8Array(this.arena.buffer, this.arena.byteOffset, rows * this.dims * 4)
+  }
+
+  /** The k live rows closest to q by cosine, best first, with exact scores. */
+  search(q: Float32Array, k: number): { rows: Int32Array; scores: Float64Array } {
+    const top = new TopK(k)
+    if (this.liveCount === 0 || k <= 0) return top.drain()
+    const d = this.dims
+    let qq = 0
+    for (let i = 0; i < d; i++) qq += q[i] * q[i]
+    const qNorm = Math.sqrt(qq)
+    if (this.rowsEnd * d <= this.opts.exactBudget) {
+      // Small collection: one SIMD pass over every row, dead ones included and filtered out after.
+      const dead = this.rowsEnd - this.liveCount
+      const wanted = Math.min(this.rowsEnd, k + dead)
+      const m = this.usearch.exactSearch(this.arena.subarray(0, this.rowsEnd * d), q, d, wanted, 'cos' as never, 1)
+      const keys = (m as { keys: BigUint64Array }).keys
+      for (let i = 0; i < keys.length; i++) {
+        const row = Number(keys[i])
+        if (this.live[row] === 1) top.push(row, this.cosine(q, qNorm, row))
+      }
+      return top.drain()
+    }
+    if (this.graphCount > 0) {
+      // Ask for more than k so that quantized distances cannot push a true top-k row out at the border.
+      const wanted = Math.min(this.graphCount, Math.max(2 * k, k + 10))
+      const m = this.hnsw.search(q, wanted, 1)
+      const keys = m.keys
+      for (let i = 0; i < keys.length; i++) {
+        const row = Number(keys[i])
+        if (this.live[row] === 1) top.push(row, this.cosine(q, qNorm, row))
+      }
+    }
+    if (this.pendingCount > 0) {
+      for (let i = this.queueHead; i < this.queueTail; i++) {
+        const row = this.queue[i]
+        if (this.waiting[row] === 1) top.push(row, this.cosine(q, qNorm, row))
+      }
+    }
+    return top.drain()
+  }
+
+  cosine(q: Float32Array, qNorm: number, row: number): number {
+    const denom = qNorm * this.norms[row]
+    if (denom === 0) return 0
+    const a = this.arena
+    const d = this.dims
+    const off = row * d
+    let s0 = 0
+    let s1 = 0
+    let s2 = 0
+    let s3 = 0
+    let i = 0
+    for (; i + 3 < d; i += 4) {
+      s0 += q[i] * a[off + i]
+      s1 += q[i + 1] * a[off + i + 1]
+      s2 += q[i + 2] * a[off + i + 2]
+      s3 += q[i + 3] * a[off + i + 3]
+    }
+    for (; i < d; i++) s0 += q[i] * a[off + i]
+    return (s0 + s1 + s2 + s3) / denom
+  }
+
+  // ---- background graph building ------------------------------------------------------------------
+
+  /** Resolves once no row waits for the graph (or at once when none does). */
+  whenIndexed(): Promise<void> {
+    if (this.pendingCount === 0 || this.stopped) return Promise.resolve()
+    this.schedule()
+    return new Promise((resolve) => this.idleWaiters.push(resolve))
+  }
+
+  stop(): void {
+    this.stopped = true
+    if (this.timer !== undefined) clearImmediate(this.timer)
+    this.timer = undefined
+    for (const w of this.idleWaiters.splice(0)) w()
+  }
+
+  schedule(): void {
+    if (this.stopped || this.timer !== undefined || this.pendingCount === 0) return
+    this.timer = setImmediate(() => {
+      this.timer = undefined
+      this.indexSlice()
+      if (this.pendingCount > 0) this.schedule()
+      else for (const w of this.idleWaiters.splice(0)) w()
+    })
+  }
+
+  /** Inserts as many waiting rows as fit in one slice; returns how many were inserted. */
+  indexSlice(): number {
+    const batch = Math.max(1, Math.min(4096, Math.floor(this.opts.indexSliceMs / this.msPerVector)))
+    const d = this.dims
+    if (this.scratchKeys.length < batch) {
+      this.scratchKeys = new BigUint64Array(batch)
+      this.scratchVectors = new Float32Array(batch * d)
+    }
+    let n = 0
+    while (n < batch && this.queueHead < this.queueTail) {
+      const row = this.queue[this.queueHead++]
+      if (this.waiting[row] !== 1) continue
+      this.scratchKeys[n] = BigInt(row)
+      this.scratchVectors.set(this.arena.subarray(row * d, row * d + d), n * d)
+      this.waiting[row] = 0
+      this.inGraph[row] = 1
+      n++
+    }
+    if (this.queueHead === this.queueTail) this.queueHead = this.queueTail = 0
+    if (n === 0) return 0
+    const started = performance.now()
+    try {
+      this.hnsw.add(this.scratchKeys.subarray(0, n), this.scratchVectors.subarray(0, n * d), this.opts.indexThreads)
+    } catch (err) {
+      // The rows stay searchable by the exact scan of waiting rows; graph building stops for good.
+      for (let i = 0; i < n; i++) {
+        const row = Number(this.scratchKeys[i])
+        this.inGraph[row] = 0
+        this.waiting[row] = 1
+      }
+      this.compactQueue()
+      for (let i = 0; i < n; i++) this.queue[this.queueTail++] = Number(this.scratchKeys[i])
+      this.failure = err
+      this.opts.log?.warn({ err }, 'vector graph insertion failed; new points are found by exact scan from now on')
+      this.stop()
+      return 0
+    }
+    const perVector = (performance.now() - started) / n
+    // Smoothed, so that one slow slice (a busy machine) does not collapse the next batch to one row.
+    this.msPerVector = this.msPerVector * 0.7 + Math.max(0.005, perVector) * 0.3
+    this.pendingCount -= n
+    this.graphCount += n
+    return n
+  }
+
+  // ---- persistence of the graph -------------------------------------------------------------------
+
+  /** Writes the graph (rows currently in it) to path; false when it is empty and nothing was written. */
+  saveGraph(path: string): boolean {
+    if (this.graphCount === 0) return false
+    this.hnsw.save(path)
+    return true
+  }
+
+  /** Loads a graph saved by saveGraph; false (graph left empty) when it does not hold exactly `expected` rows. */
+  loadGraph(path: string, expected: number): boolean {
+    const g = this.newGraph()
+    try {
+      g.load(path)
+    } catch {
+      return false
+    }
+    if (g.size() !== expected) return false
+    this.hnsw = g
+    return true
+  }
+
+  /** Rewrites the waiting queue without stale entries; required before a dead row is handed out again. */
+  compactQueue(): void {
+    let w = 0
+    for (let i = this.queueHead; i < this.queueTail; i++) {
+      const row = this.queue[i]
+      if (this.waiting[row] === 1) this.queue[w++] = row
+    }
+    this.queueHead = 0
+    this.queueTail = w
+  }
+
+  private enqueue(row: number): void {
+    if (this.queueTail === this.queue.length) {
+      if (this.queueHead > 0) {
+        this.queue.copyWithin(0, this.queueHead, this.queueTail)
+        this.queueTail -= this.queueHead
+        this.queueHead = 0
+      }
+      if (this.queueTail === this.queue.length) {
+        const grown = new Int32Array(this.queue.length * 2)
+        grown.set(this.queue)
+        this.queue = grown
+      }
+    }
+    this.queue[this.queueTail++] = row
+    this.waiting[row] = 1
+    this.pendingCount++
+    this.schedule()
+  }
+
+  private ensureCapacity(rows: number, exact?: number): void {
+    if (rows <= this.capacity) return
+    // 1.5x growth: the arena is the largest allocation and a doubling would overshoot by hundreds of MB.
+    let cap = exact ?? this.capacity
+    while (cap < rows) cap = Math.ceil(cap * 1.5)
+    const d = this.dims
+    const arena = new Float32Array(cap * d)
+    arena.set(this.arena.subarray(0, this.rowsEnd * d))
+    this.arena = arena
+    const grow8 = (a: Uint8Array) => {
+      const b = new Uint8Array(cap)
+      b.set(a)
+      return b
+    }
+    const norms = new Float32Array(cap)
+    norms.set(this.norms)
+    this.norms = norms
+    this.live = grow8(this.live)
+    this.inGraph = grow8(this.inGraph)
+    this.waiting = grow8(this.waiting)
+    this.capacity = cap
+  }
+}

@@ -1,0 +1,293 @@
+// The Qdrant driver (REST, @qdrant/js-client-rest). One collection per KB, named <prefix><kb_id>, with a
+// named dense vector `dense` (cosine, embedding.vector_size) and a named sparse vector `sparse` whose
+// query weights Qdrant multiplies by the collection's IDF (`modifier: idf`), plus a keyword payload index
+// on doc_id for deletes and docVectors. Point ids are UUIDs derived from chunk_id (Qdrant accepts only
+// unsigned integers and UUIDs); the payload keeps chunk_id and the rest of ChunkPayload.
+//
+// search sends one request, POST /collections/{name}/points/query/batch, with a dense and a sparse query:
+// the port hands both ranked lists to the caller, which fuses them itself (RRF per KB and across KBs), so
+// a server-side fusion query (prefetch + fusion) would lose what the caller needs.
+import { createHash } from 'node:crypto'
+import { AppError, serviceUnavailable } from '../../kernel/errors.ts'
+import type { ChunkPayload, VectorHit, VectorPoint, VectorQuery, VectorStore } from '../ports.ts'
+import { checkKbId, dimensionMismatch, invalidPoint, pointProblem } from './errors.ts'
+
+export interface QdrantVectorStoreOptions {
+  host: string
+  port: number
+  /** true = HTTP, false = HTTPS. */
+  insecure: boolean
+  apiKey?: string
+  /** Vector size of collections created implicitly (an upsert into a KB without ensureCollection). */
+  dimensions: number
+  /** Local timeout of reads (search, count, scroll), ms. Default 10 s. */
+  timeoutMs?: number
+  /** Local timeout of writes (collection changes, upsert and delete with wait=true), ms. Default 60 s. */
+  writeTimeoutMs?: number
+  /** Prepended to kb_id to name the collection (several deployments sharing one Qdrant). Default ''. */
+  collectionPrefix?: string
+  /** Points per upsert request. Default 256. */
+  batchSize?: number
+}
+
+type QdrantClient = import('@qdrant/js-client-rest').QdrantClient
+
+export const DENSE = 'dense'
+export const SPARSE = 'sparse'
+
+/** A UUID (version 5 layout) from the chunk id: the same chunk always maps to the same point. */
+export function pointId(chunkId: string): string {
+  const h = createHash('sha1').update('quarry-chunk:').update(chunkId).digest()
+  h[6] = (h[6] & 0x0f) | 0x50
+  h[8] = (h[8] & 0x3f) | 0x80
+  const x = h.subarray(0, 16).toString('hex')
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20)}`
+}
+
+const docFilter = (docId: string) => ({ must: [{ key: 'doc_id', match: { value: docId } }] })
+
+function statusOf(err: unknown): number | undefined {
+  const s = (err as { status?: unknown } | null)?.status
+  return typeof s === 'number' ? s : undefined
+}
+
+/** Qdrant's error text: ErrorResponse is {status: {error}, time}. */
+function detailOf(err: unknown): string {
+  const data = (err as { data?: { status?: { error?: string } } } | null)?.data
+  return data?.status?.error ?? (err instanceof Error ? err.message : String(err))
+}
+
+export async function createQdrantVectorStore(options: QdrantVectorStoreOptions): Promise<VectorStore> {
+  if (!options.host) throw new Error('createQdrantVectorStore: host is required')
+  if (!Number.isInteger(options.dimensions) || options.dimensions < 1) throw new Error(`createQdrantVectorStore: dimensions must be a positive integer, got ${options.dimensions}`)
+  const prefix = options.collectionPrefix ?? ''
+  const batchSize = options.batchSize ?? 256
+  const { QdrantClient } = await import('@qdrant/js-client-rest')
+  const make = (timeout: number): QdrantClient =>
+    new QdrantClient({
+      host: options.host,
+      port: options.port,
+      https: !options.insecure,
+      apiKey: options.apiKey,
+      timeout,
+      // The check costs a request at construction and only logs; readiness calls ping() instead.
+      checkCompatibility: false,
+    })
+  const reader = make(options.timeoutMs ?? 10_000)
+  const writer = make(options.writeTimeoutMs ?? 60_000)
+  const where = `${options.insecure ? 'http' : 'https'}://${options.host}:${options.port}`
+  /** Collections known to exist with their vector size (skips a round trip per upsert). */
+  const known = new Map<string, number>()
+  let closed = false
+
+  const nameOf = (kbId: string) => {
+    checkKbId(kbId)
+    return `${prefix}${kbId}`
+  }
+
+  /** Connection failures, timeouts, 5xx and 429 are the store being unavailable (503); other refusals are bugs (500). */
+  const fail = (err: unknown, what: string): AppError => {
+    if (err instanceof AppError) return err
+    const status = statusOf(err)
+    if (status !== undefined && status < 500 && status !== 429) {
+      return new AppError('VECTOR_STORE_ERROR', 500, `Qdrant refused to ${what}: HTTP ${status}: ${detailOf(err)}`, { cause: err })
+    }
+    const name = (err as { name?: string } | null)?.name
+    const reason = status !== undefined ? `HTTP ${status}: ${detailOf(err)}` : name === 'QdrantClientTimeoutError' ? 'timed out' : detailOf(err)
+    return serviceUnavailable(`Qdrant at ${where} is unavailable (${what}): ${reason}`, err)
+  }
+
+  /** Runs a request; a 404 (collection absent) answers `absent` instead of an error. */
+  const call = async <T, A>(what: string, fn: () => Promise<T>, absent: A): Promise<T | A> => {
+    if (closed) throw serviceUnavailable('The Qdrant vector store is closed')
+    try {
+      return await fn()
+    } catch (err) {
+      if (statusOf(err) === 404) return absent
+      throw fail(err, what)
+    }
+  }
+
+  const ABSENT = Symbol('absent')
+
+  /** The dense size of an existing collection, or null when it has none; throws when it was not made by us. */
+  const describe = async (kbId: string, name: string): Promise<{ size: number; indexed: boolean } | null> => {
+    const info = await call(`read collection ${name}`, () => reader.getCollection(name), ABSENT)
+    if (info === ABSENT) return null
+    const vectors = info.config.params.vectors as Record<string, { size?: number } | undefined> | undefined
+    const size = vectors?.[DENSE]?.size
+    const sparse = (info.config.params.sparse_vectors as Record<string, unknown> | null | undefined)?.[SPARSE]
+    if (typeof size !== 'number' || sparse === undefined) {
+      throw new AppError('VECTOR_COLLECTION_INCOMPATIBLE', 500, `Qdrant collection '${name}' exists without the named vectors '${DENSE}' and '${SPARSE}'; delete it and re-index KB '${kbId}'`)
+    }
+    return { size, indexed: (info.payload_schema as Record<string, unknown> | undefined)?.doc_id !== undefined }
+  }
+
+  /** Creates the collection unless it exists; `described` skips the read when the caller just made it. */
+  const ensure = async (kbId: string, dims: number, described?: Awaited<ReturnType<typeof describe>>): Promise<void> => {
+    const name = nameOf(kbId)
+    const cached = known.get(name)
+    if (cached !== undefined) {
+      if (cached !== dims) throw dimensionMismatch(kbId, cached, dims)
+      return
+    }
+    let current = described === undefined ? await describe(kbId, name) : described
+    if (current === null) {
+      try {
+        await writer.createCollection(name, {
+          vectors: { [DENSE]: { size: dims, distance: 'Cosine' } },
+          sparse_vectors: { [SPARSE]: { modifier: 'idf' } },
+        })
+      } catch (err) {
+        // Another process may have created it between our read and our create: then use theirs.
+        const raced = statusOf(err) === 409 || statusOf(err) === 400 ? await describe(kbId, name) : null
+        if (raced === null) throw fail(err, `create collection ${name}`)
+      }
+      current = await describe(kbId, name)
+      if (current === null) throw serviceUnavailable(`Qdrant collection '${name}' vanished right after its creation`)
+    }
+    if (current.size !== dims) throw dimensionMismatch(kbId, current.size, dims)
+    if (!current.indexed) {
+      await call(`index doc_id of ${name}`, () => writer.createPayloadIndex(name, { field_name: 'doc_id', field_schema: 'keyword', wait: true }), null)
+    }
+    known.set(name, dims)
+  }
+
+  const toPoint = (p: VectorPoint) => ({
+    id: pointId(p.payload.chunk_id),
+    vector:
+      p.sparse.indices.length > 0
+        ? { [DENSE]: Array.from(p.dense), [SPARSE]: { indices: Array.from(p.sparse.indices), values: Array.from(p.sparse.values) } }
+        : // A chunk without terms gets no sparse vector at all, which Qdrant accepts for a named vector.
+          { [DENSE]: Array.from(p.dense) },
+    payload: p.payload as unknown as Record<string, unknown>,
+  })
+
+  const toHit = (p: { score: number; payload?: Record<string, unknown> | null }): VectorHit => ({ score: p.score, payload: (p.payload ?? {}) as unknown as ChunkPayload })
+
+  return {
+    name: 'qdrant',
+
+    async ensureCollection(kbId, dims) {
+      if (!Number.isInteger(dims) || dims < 1) throw new AppError('VECTOR_DIMENSION_MISMATCH', 500, `Invalid vector size ${String(dims)} for collection '${kbId}'`)
+      await ensure(kbId, dims)
+    },
+
+    async dropCollection(kbId) {
+      const name = nameOf(kbId)
+      known.delete(name)
+      const exists = await call(`check collection ${name}`, () => reader.collectionExists(name), { exists: false })
+      if (!exists.exists) return false
+      await call(`delete collection ${name}`, () => writer.deleteCollection(name), false)
+      known.delete(name)
+      return true
+    },
+
+    async hasCollection(kbId) {
+      const name = nameOf(kbId)
+      const r = await call(`check collection ${name}`, () => reader.collectionExists(name), { exists: false })
+      return r.exists
+    },
+
+    async upsert(kbId, points) {
+      if (points.length === 0) return
+      const name = nameOf(kbId)
+      const seen = new Set<number>()
+      for (const p of points) {
+        const problem = pointProblem(p, seen)
+        if (problem !== null) throw invalidPoint(kbId, problem)
+      }
+      if (!known.has(name)) {
+        // An existing collection keeps its own size (as in the embedded store); a new one gets the default.
+        const current = await describe(kbId, name)
+        await ensure(kbId, current?.size ?? options.dimensions, current)
+      }
+      const dims = known.get(name)!
+      for (const p of points) if (p.dense.length !== dims) throw dimensionMismatch(kbId, dims, p.dense.length)
+      for (let i = 0; i < points.length; i += batchSize) {
+        const batch = points.slice(i, i + batchSize).map(toPoint)
+        const r = await call(`upsert into ${name}`, () => writer.upsert(name, { wait: true, points: batch }), ABSENT)
+        if (r === ABSENT) {
+          // Dropped behind our back (another process): forget it so the next write creates it again.
+          known.delete(name)
+          throw new AppError('VECTOR_STORE_ERROR', 500, `Qdrant collection '${name}' does not exist`)
+        }
+      }
+    },
+
+    async deleteByDoc(kbId, docId) {
+      const name = nameOf(kbId)
+      const filter = docFilter(docId)
+      const counted = await call(`count points of ${name}`, () => reader.count(name, { filter, exact: true }), { count: 0 })
+      if (counted.count === 0) return 0
+      await call(`delete points of ${name}`, () => writer.delete(name, { wait: true, filter }), null)
+      return counted.count
+    },
+
+    async search(kbId, query: VectorQuery) {
+      const name = nameOf(kbId)
+      const limit = Math.floor(query.limit)
+      const searches: { query: unknown; using: string; limit: number; with_payload: true }[] = []
+      const kinds: ('dense' | 'sparse')[] = []
+      if (!(limit > 0)) return { dense: [], sparse: [] }
+      if (query.dense !== undefined) {
+        const dims = known.get(name)
+        if (dims !== undefined && query.dense.length !== dims) throw dimensionMismatch(kbId, dims, query.dense.length)
+        searches.push({ query: Array.from(query.dense), using: DENSE, limit, with_payload: true })
+        kinds.push('dense')
+      }
+      if (query.sparse !== undefined && query.sparse.indices.length > 0) {
+        searches.push({ query: { indices: Array.from(query.sparse.indices), values: Array.from(query.sparse.values) }, using: SPARSE, limit, with_payload: true })
+        kinds.push('sparse')
+      }
+      const out = { dense: [] as VectorHit[], sparse: [] as VectorHit[] }
+      if (searches.length === 0) return out
+      const results = await call(`search ${name}`, () => reader.queryBatch(name, { searches: searches as never }), [])
+      results.forEach((r, i) => {
+        out[kinds[i]] = r.points.map(toHit)
+      })
+      return out
+    },
+
+    async docVectors(kbId, docId) {
+      const name = nameOf(kbId)
+      const rows: { index: number; vector: Float32Array }[] = []
+      let offset: string | number | null | undefined
+      do {
+        const page = await call(
+          `scroll ${name}`,
+          () => reader.scroll(name, { filter: docFilter(docId), limit: 256, offset: offset ?? undefined, with_payload: ['chunk_index'], with_vector: [DENSE] }),
+          { points: [], next_page_offset: null },
+        )
+        for (const p of page.points) {
+          const v = (p.vector as Record<string, unknown> | null | undefined)?.[DENSE]
+          if (!Array.isArray(v)) continue
+          rows.push({ index: Number((p.payload as { chunk_index?: number } | null | undefined)?.chunk_index ?? 0), vector: Float32Array.from(v as number[]) })
+        }
+        offset = page.next_page_offset as string | number | null | undefined
+      } while (offset !== null && offset !== undefined)
+      return rows.sort((a, b) => a.index - b.index).map((r) => r.vector)
+    },
+
+    async count(kbId) {
+      const name = nameOf(kbId)
+      const r = await call(`count points of ${name}`, () => reader.count(name, { exact: true }), { count: 0 })
+      return r.count
+    },
+
+    async ping() {
+      if (closed) return false
+      try {
+        await reader.versionInfo()
+        return true
+      } catch {
+        return false
+      }
+    },
+
+    async close() {
+      closed = true
+      known.clear()
+    },
+  }
+}

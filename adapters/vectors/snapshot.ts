@@ -1,0 +1,296 @@
+// Snapshot of one collection's points, in a binary file laid out so that loading is a handful of large
+// reads and almost no per-point work: the dense section is the arena itself (rows 0..rowsEnd, dead rows
+// included) and is read straight into the new arena; the sparse posting lists are stored built; payloads
+// stay JSON bytes until a search returns them. Every section carries a crc32. The HNSW graph is saved
+// beside it by usearch.
+//
+// Layout (little endian): a 512-byte header, then 8-aligned sections:
+//   rows u32[count] | inGraph u8[count] | norms f32[count] | dense f32[rowsEnd*dims]
+//   | sparseOffsets u32[count+1] | sparseIndices u32[nnz] | sparseValues f32[nnz]
+//   | terms u32[T] | postingOffsets u32[T+1] | postingRows u32[P] | postingWeights f32[P]
+//   | idBlob (chunk_id, doc_id of each point, utf8) | idOffsets f64[2*count+1] | chunkIndex i32[count]
+//   | payloadBlob (JSON documents back to back) | payloadOffsets f64[count+1]
+import { promises as fs } from 'node:fs'
+import type { FileHandle } from 'node:fs/promises'
+import { crc32 } from 'node:zlib'
+import type { ChunkPayload, SparseVector } from '../ports.ts'
+import type { PostingsCapture, PostingsData } from './sparse-index.ts'
+
+const MAGIC = 0x4e535651 // 'QVSN'
+const VERSION = 2
+const HEADER_BYTES = 512
+const SECTIONS = [
+  'rows', 'inGraph', 'norms', 'dense', 'sparseOffsets', 'sparseIndices', 'sparseValues',
+  'terms', 'postingOffsets', 'postingRows', 'postingWeights', 'idBlob', 'idOffsets', 'chunkIndex', 'payloadBlob', 'payloadOffsets',
+] as const
+type SectionName = (typeof SECTIONS)[number]
+const align8 = (n: number) => Math.ceil(n / 8) * 8
+
+/** What a snapshot holds, captured synchronously; the referenced arrays must not change while it is written. */
+export interface SnapshotCapture {
+  dims: number
+  rowsEnd: number
+  /** Live rows, ascending; the per-point arrays below follow this order. */
+  rows: Int32Array
+  inGraph: Uint8Array
+  norms: Float32Array
+  arena: Float32Array
+  sparse: SparseVector[]
+  postings: PostingsCapture
+  chunkIds: string[]
+  docIds: string[]
+  chunkIndex: Int32Array
+  /** A payload object, or the JSON bytes it was restored from. */
+  payloads: (ChunkPayload | Uint8Array)[]
+}
+
+export interface SnapshotData {
+  dims: number
+  rowsEnd: number
+  rows: Uint32Array
+  inGraph: Uint8Array
+  norms: Float32Array
+  sparse: SparseVector[]
+  postings: PostingsData
+  chunkIds: string[]
+  docIds: string[]
+  chunkIndex: Int32Array
+  payloadBlob: Buffer
+  payloadOffsets: Float64Array
+}
+
+const view = (a: ArrayBufferView) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength)
+
+async function writeAll(fh: FileHandle, data: Uint8Array, position: number): Promise<void> {
+  let done = 0
+  while (done < data.length) {
+    const { bytesWritten } = await fh.write(data, done, data.length - done, position + done)
+    done += bytesWritten
+  }
+}
+
+async function readAll(fh: FileHandle, into: Uint8Array, position: number): Promise<void> {
+  let done = 0
+  while (done < into.length) {
+    const { bytesRead } = await fh.read(into, done, into.length - done, position + done)
+    if (bytesRead === 0) throw new Error('snapshot file is shorter than its header says')
+    done += bytesRead
+  }
+}
+
+/** Posting entries of rows live at capture, packed term by term. */
+function packPostings(c: SnapshotCapture): { terms: Uint32Array; offsets: Uint32Array; rows: Uint32Array; weights: Float32Array } {
+  const live = new Uint8Array(c.rowsEnd)
+  for (let i = 0; i < c.rows.length; i++) live[c.rows[i]] = 1
+  const p = c.postings
+  let total = 0
+  for (let t = 0; t < p.terms.length; t++) total += p.lens[t]
+  const rows = new Uint32Array(total)
+  const weights = new Float32Array(total)
+  const terms: number[] = []
+  const offsets: number[] = [0]
+  let w = 0
+  for (let t = 0; t < p.terms.length; t++) {
+    const start = w
+    const pr = p.rows[t]
+    const pw = p.weights[t]
+    for (let j = 0; j < p.lens[t]; j++) {
+      const row = pr[j]
+      if (row < c.rowsEnd && live[row] === 1) {
+        rows[w] = row
+        weights[w] = pw[j]
+        w++
+      }
+    }
+    if (w > start) {
+      terms.push(p.terms[t])
+      offsets.push(w)
+    }
+  }
+  return { terms: Uint32Array.from(terms), offsets: Uint32Array.from(offsets), rows: rows.subarray(0, w), weights: weights.subarray(0, w) }
+}
+
+/** Writes the snapshot to path and fsyncs it; returns its size in bytes. */
+export async function writeSnapshot(path: string, c: SnapshotCapture): Promise<number> {
+  const count = c.rows.length
+  const fh = await fs.open(path, 'w')
+  try {
+    const table = new Map<SectionName, { offset: number; length: number; crc: number }>()
+    let pos = HEADER_BYTES
+    const put = async (name: SectionName, parts: Iterable<Uint8Array>) => {
+      const offset = pos
+      let crc = 0
+      for (const part of parts) {
+        crc = crc32(part, crc)
+        await writeAll(fh, part, pos)
+        pos += part.length
+      }
+      table.set(name, { offset, length: pos - offset, crc })
+      pos = align8(pos)
+    }
+    const rows = new Uint32Array(count)
+    const norms = new Float32Array(count)
+    const offsets = new Uint32Array(count + 1)
+    let nnz = 0
+    for (let i = 0; i < count; i++) {
+      rows[i] = c.rows[i]
+      norms[i] = c.norms[c.rows[i]]
+      nnz += c.sparse[i].indices.length
+      offsets[i + 1] = nnz
+    }
+    const indices = new Uint32Array(nnz)
+    const values = new Float32Array(nnz)
+    for (let i = 0; i < count; i++) {
+      indices.set(c.sparse[i].indices, offsets[i])
+      values.set(c.sparse[i].values, offsets[i])
+    }
+    await put('rows', [view(rows)])
+    await put('inGraph', [c.inGraph.subarray(0, count)])
+    await put('norms', [view(norms)])
+    const dense = view(c.arena.subarray(0, c.rowsEnd * c.dims))
+    const slices = function* () {
+      const step = 16 << 20
+      for (let o = 0; o < dense.length; o += step) yield dense.subarray(o, Math.min(dense.length, o + step))
+    }
+    await put('dense', slices())
+    await put('sparseOffsets', [view(offsets)])
+    await put('sparseIndices', [view(indices)])
+    await put('sparseValues', [view(values)])
+    const postings = packPostings(c)
+    await put('terms', [view(postings.terms)])
+    await put('postingOffsets', [view(postings.offsets)])
+    await put('postingRows', [view(postings.rows)])
+    await put('postingWeights', [view(postings.weights)])
+
+    const idOffsets = new Float64Array(2 * count + 1)
+    const ids = function* () {
+      let at = 0
+      for (let i = 0; i < count; i += 4096) {
+        const parts: string[] = []
+        for (let j = i; j < Math.min(count, i + 4096); j++) {
+          for (const [k, id] of [[2 * j, c.chunkIds[j]], [2 * j + 1, c.docIds[j]]] as const) {
+            idOffsets[k] = at
+            at += Buffer.byteLength(id, 'utf8')
+            parts.push(id)
+          }
+        }
+        yield Buffer.from(parts.join(''), 'utf8')
+      }
+      idOffsets[2 * count] = at
+    }
+    await put('idBlob', ids())
+    await put('idOffsets', [view(idOffsets)])
+    await put('chunkIndex', [view(c.chunkIndex)])
+
+    const payloadOffsets = new Float64Array(count + 1)
+    const blobs = function* () {
+      let at = 0
+      for (let i = 0; i < count; i += 512) {
+        const end = Math.min(count, i + 512)
+        const parts: Uint8Array[] = []
+        for (let j = i; j < end; j++) {
+          const p = c.payloads[j]
+          // Bytes restored from the previous snapshot are copied as they are, never parsed again.
+          const bytes = p instanceof Uint8Array ? p : Buffer.from(JSON.stringify(p), 'utf8')
+          payloadOffsets[j] = at
+          at += bytes.length
+          parts.push(bytes)
+        }
+        yield Buffer.concat(parts)
+      }
+      payloadOffsets[count] = at
+    }
+    await put('payloadBlob', blobs())
+    await put('payloadOffsets', [view(payloadOffsets)])
+
+    const header = Buffer.alloc(HEADER_BYTES)
+    header.writeUInt32LE(MAGIC, 0)
+    header.writeUInt32LE(VERSION, 4)
+    header.writeUInt32LE(c.dims, 8)
+    header.writeUInt32LE(count, 12)
+    header.writeUInt32LE(c.rowsEnd, 16)
+    let h = 32
+    for (const name of SECTIONS) {
+      const s = table.get(name)!
+      header.writeDoubleLE(s.offset, h)
+      header.writeDoubleLE(s.length, h + 8)
+      header.writeUInt32LE(s.crc, h + 16)
+      h += 24
+    }
+    header.writeUInt32LE(crc32(header.subarray(0, h)), h)
+    await writeAll(fh, header, 0)
+    await fh.sync()
+    return pos
+  } finally {
+    await fh.close()
+  }
+}
+
+/**
+ * Reads a snapshot. The dense section goes straight into the bytes that `arenaFor(rowsEnd)` returns
+ * (the caller's arena); everything else into fresh arrays. Throws on a bad magic, version or checksum.
+ */
+export async function readSnapshot(path: string, dims: number, arenaFor: (rowsEnd: number) => Uint8Array): Promise<SnapshotData> {
+  const fh = await fs.open(path, 'r')
+  try {
+    const header = Buffer.alloc(HEADER_BYTES)
+    await readAll(fh, header, 0)
+    if (header.readUInt32LE(0) !== MAGIC) throw new Error(`${path} is not a vector snapshot`)
+    if (header.readUInt32LE(4) !== VERSION) throw new Error(`${path} has snapshot version ${header.readUInt32LE(4)}, expected ${VERSION}`)
+    const fileDims = header.readUInt32LE(8)
+    if (fileDims !== dims) throw new Error(`${path} holds ${fileDims}-dimensional vectors, expected ${dims}`)
+    const count = header.readUInt32LE(12)
+    const rowsEnd = header.readUInt32LE(16)
+    const table = new Map<SectionName, { offset: number; length: number; crc: number }>()
+    let h = 32
+    for (const name of SECTIONS) {
+      table.set(name, { offset: header.readDoubleLE(h), length: header.readDoubleLE(h + 8), crc: header.readUInt32LE(h + 16) })
+      h += 24
+    }
+    if (crc32(header.subarray(0, h)) !== header.readUInt32LE(h)) throw new Error(`${path}: header checksum mismatch`)
+    const section = async (name: SectionName, into?: Uint8Array): Promise<ArrayBuffer> => {
+      const s = table.get(name)!
+      const bytes = into ?? new Uint8Array(s.length)
+      if (bytes.length !== s.length) throw new Error(`${path}: section ${name} has ${s.length} bytes, expected ${bytes.length}`)
+      await readAll(fh, bytes, s.offset)
+      if (crc32(bytes) !== s.crc) throw new Error(`${path}: section ${name} checksum mismatch`)
+      return bytes.buffer as ArrayBuffer
+    }
+    const rows = new Uint32Array(await section('rows'))
+    const inGraph = new Uint8Array(await section('inGraph'))
+    const norms = new Float32Array(await section('norms'))
+    await section('dense', arenaFor(rowsEnd))
+    const offsets = new Uint32Array(await section('sparseOffsets'))
+    const indices = new Uint32Array(await section('sparseIndices'))
+    const values = new Float32Array(await section('sparseValues'))
+    const postings: PostingsData = {
+      terms: new Uint32Array(await section('terms')),
+      offsets: new Uint32Array(await section('postingOffsets')),
+      rows: new Uint32Array(await section('postingRows')),
+      weights: new Float32Array(await section('postingWeights')),
+    }
+    const idBlob = Buffer.from(await section('idBlob'))
+    const idOffsets = new Float64Array(await section('idOffsets'))
+    const chunkIndex = new Int32Array(await section('chunkIndex'))
+    const payloadBlob = Buffer.from(await section('payloadBlob'))
+    const payloadOffsets = new Float64Array(await section('payloadOffsets'))
+    if (rows.length !== count || offsets.length !== count + 1 || idOffsets.length !== 2 * count + 1 || payloadOffsets.length !== count + 1) {
+      throw new Error(`${path}: section sizes do not match the point count ${count}`)
+    }
+    const sparse: SparseVector[] = new Array(count)
+    const chunkIds: string[] = new Array(count)
+    const docIds: string[] = new Array(count)
+    let lastDoc = ''
+    for (let i = 0; i < count; i++) {
+      // Views into the shared section buffers: one allocation for all points instead of two per point.
+      sparse[i] = { indices: indices.subarray(offsets[i], offsets[i + 1]), values: values.subarray(offsets[i], offsets[i + 1]) }
+      chunkIds[i] = idBlob.toString('utf8', idOffsets[2 * i], idOffsets[2 * i + 1])
+      const doc = idBlob.toString('utf8', idOffsets[2 * i + 1], idOffsets[2 * i + 2])
+      // Chunks of one document are mostly neighbours: share one string instead of one per chunk.
+      docIds[i] = doc === lastDoc ? lastDoc : (lastDoc = doc)
+    }
+    return { dims, rowsEnd, rows, inGraph, norms, sparse, postings, chunkIds, docIds, chunkIndex, payloadBlob, payloadOffsets }
+  } finally {
+    await fh.close()
+  }
+}

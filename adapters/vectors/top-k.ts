@@ -1,0 +1,83 @@
+// A bounded min-heap over (row, score): keeps the k best of a stream in O(n log k) without sorting
+// everything. Typed arrays, so a search over 100k candidates allocates nothing per candidate.
+
+export class TopK {
+  readonly k: number
+  private readonly scores: Float64Array
+  private readonly rows: Int32Array
+  private size = 0
+
+  constructor(k: number) {
+    this.k = Math.max(0, Math.floor(k))
+    this.scores = new Float64Array(this.k)
+    this.rows = new Int32Array(this.k)
+  }
+
+  get length(): number {
+    return this.size
+  }
+
+  /** The score a candidate must beat once the heap is full (-Infinity before). */
+  get floor(): number {
+    return this.size < this.k ? -Infinity : this.scores[0]
+  }
+
+  push(row: number, score: number): void {
+    if (this.k === 0) return
+    if (this.size < this.k) {
+      let i = this.size++
+      // Sift up.
+      while (i > 0) {
+        const parent = (i - 1) >> 1
+        if (!this.less(score, row, this.scores[parent], this.rows[parent])) break
+        this.scores[i] = this.scores[parent]
+        this.rows[i] = this.rows[parent]
+        i = parent
+      }
+      this.scores[i] = score
+      this.rows[i] = row
+      return
+    }
+    if (!this.less(this.scores[0], this.rows[0], score, row)) return
+    this.siftDown(row, score)
+  }
+
+  /** Best first; ties go to the lower row, which is the older point, so results are deterministic. */
+  drain(): { rows: Int32Array; scores: Float64Array } {
+    const n = this.size
+    const rows = new Int32Array(n)
+    const scores = new Float64Array(n)
+    for (let out = n - 1; out >= 0; out--) {
+      rows[out] = this.rows[0]
+      scores[out] = this.scores[0]
+      const lastRow = this.rows[this.size - 1]
+      const lastScore = this.scores[this.size - 1]
+      this.size--
+      if (this.size > 0) this.siftDown(lastRow, lastScore)
+    }
+    return { rows, scores }
+  }
+
+  /** Heap order: the root is the worst kept candidate (lowest score; on ties the higher row). */
+  private less(scoreA: number, rowA: number, scoreB: number, rowB: number): boolean {
+    return scoreA < scoreB || (scoreA === scoreB && rowA > rowB)
+  }
+
+  private siftDown(row: number, score: number): void {
+    let i = 0
+    const n = this.size
+    for (;;) {
+      const l = 2 * i + 1
+      if (l >= n) break
+      const r = l + 1
+      let c = l
+      if (r < n && this.less(this.scores[r], this.rows[r], this.scores[l], this.rows[l])) c = r
+      if (!this.less(this.scores[c], this.rows[c], score, row)) break
+      this.scores[i] = this.scores[c]
+      this.rows[i] = this.rows[c]
+      i = c
+    }
+    this.scores[i] = score
+    this.rows[i] = row
+  }
+}

@@ -1,0 +1,430 @@
+// The embedded vector store: the shared contract, then what only it has to prove (persistence across
+// restarts, torn log records, kill -9, a graph rebuilt from the arena, reuse of deleted rows, concurrency).
+import assert from 'node:assert/strict'
+import { spawn } from 'node:child_process'
+import { promises as fs } from 'node:fs'
+import { mkdtemp } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
+import { after, describe, it, type TestContext } from 'node:test'
+import { fileURLToPath } from 'node:url'
+import { createEmbeddedVectorStore, type EmbeddedVectorStore, type EmbeddedVectorStoreOptions } from '../../adapters/vectors/embedded.ts'
+import type { VectorPoint } from '../../adapters/ports.ts'
+import { axis, cosine, DIMS, point, sparse, sparseScores, vectorStoreContract } from './vectors.contract.ts'
+
+async function tempDir(t: TestContext | null, prefix = 'quarry-vectors-'): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), prefix))
+  t?.after(() => fs.rm(dir, { recursive: true, force: true }))
+  return dir
+}
+
+const open = (dir: string, extra: Partial<EmbeddedVectorStoreOptions> = {}) =>
+  createEmbeddedVectorStore({ dir, dimensions: DIMS, snapshotIdleMs: 0, ...extra })
+
+// The contract on the two dense paths: exact scan (small collections) and HNSW graph (exactBudget 0).
+const dirs: string[] = []
+after(() => Promise.all(dirs.map((d) => fs.rm(d, { recursive: true, force: true }))))
+vectorStoreContract('embedded (exact scan)', async (dimensions) => {
+  const dir = await tempDir(null)
+  dirs.push(dir)
+  return createEmbeddedVectorStore({ dir, dimensions })
+})
+vectorStoreContract('embedded (HNSW graph, f32)', async (dimensions) => {
+  const dir = await tempDir(null)
+  dirs.push(dir)
+  return createEmbeddedVectorStore({ dir, dimensions, exactBudget: 0, quantization: 'f32' })
+})
+
+/** Deterministic pseudo-random numbers, so a failing case can be replayed. */
+function rng(seed: number) {
+  let s = seed >>> 0
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0
+    let t = s
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+function randomPoints(kb: string, n: number, seed: number, dims = DIMS, docSize = 10, prefix = 'doc'): VectorPoint[] {
+  const r = rng(seed)
+  return Array.from({ length: n }, (_, i) => {
+    const dense = Array.from({ length: dims }, () => r() * 2 - 1)
+    const terms = new Map<number, number>()
+    const nnz = 1 + Math.floor(r() * 6)
+    while (terms.size < nnz) terms.set(Math.floor(r() * r() * 200), Math.round(r() * 30) / 10 + 0.1)
+    return { ...point(kb, `${prefix}${Math.floor(i / docSize)}`, i % docSize, [], [...terms]), dense: Float32Array.from(dense) }
+  })
+}
+
+/** Checks a store's answers for a KB against a brute-force reference over the live points. */
+async function assertMatchesReference(store: EmbeddedVectorStore, kb: string, live: VectorPoint[], seed: number, dims = DIMS) {
+  assert.equal(await store.count(kb), live.length)
+  const r = rng(seed)
+  for (let q = 0; q < 5; q++) {
+    const query = Float32Array.from({ length: dims }, () => r() * 2 - 1)
+    const expected = live.map((p) => ({ id: p.payload.chunk_id, s: cosine(query, p.dense) })).sort((a, b) => b.s - a.s).slice(0, 5)
+    const { dense } = await store.search(kb, { dense: query, limit: 5 })
+    assert.deepEqual(dense.map((h) => h.payload.chunk_id), expected.map((e) => e.id))
+    const byId = new Map(live.map((p) => [p.payload.chunk_id, p.payload]))
+    for (const h of dense) assert.deepEqual(h.payload, byId.get(h.payload.chunk_id))
+    for (let i = 0; i < dense.length; i++) assert.ok(Math.abs(dense[i].score - expected[i].s) < 1e-5)
+    const sq = sparse([[Math.floor(r() * 20), 1], [Math.floor(r() * 200), 0.5], [Math.floor(r() * 5), 2]])
+    const sExpected = [...sparseScores(live, sq)].sort((a, b) => b[1] - a[1] || 0).slice(0, 8)
+    const { sparse: hits } = await store.search(kb, { sparse: sq, limit: 8 })
+    assert.equal(hits.length, sExpected.length)
+    for (let i = 0; i < hits.length; i++) assert.ok(Math.abs(hits[i].score - sExpected[i][1]) < 1e-4, `sparse score ${i}: ${hits[i].score} vs ${sExpected[i][1]}`)
+  }
+}
+
+describe('embedded vector store: persistence', () => {
+  it('keeps points, deletions and replacements across a restart (log replay, then snapshot)', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-persist'
+    let store = await open(dir, { snapshotOnClose: false })
+    await store.ensureCollection(kb, DIMS)
+    const first = randomPoints(kb, 60, 1)
+    await store.upsert(kb, first)
+    assert.equal(await store.deleteByDoc(kb, 'doc2'), 10)
+    const replaced = randomPoints(kb, 5, 99).map((p, i) => ({ ...p, payload: { ...first[i].payload, text: `replaced ${i}` } }))
+    await store.upsert(kb, replaced)
+    const live = [...replaced, ...first.slice(5).filter((p) => p.payload.doc_id !== 'doc2')]
+    await store.close()
+    const files = await fs.readdir(join(dir, kb))
+    assert.ok(!files.some((f) => f.startsWith('points-')), 'no snapshot yet: the restart must replay the log')
+
+    store = await open(dir, { snapshotOnClose: true })
+    await assertMatchesReference(store, kb, live, 7)
+    assert.equal((await store.search(kb, { dense: replaced[0].dense, limit: 1 })).dense[0].payload.text, 'replaced 0')
+    await store.close()
+    const after = await fs.readdir(join(dir, kb))
+    assert.ok(after.some((f) => f.startsWith('points-')), 'close wrote a snapshot')
+
+    store = await open(dir)
+    const stats = await store.stats(kb)
+    assert.equal(stats?.walBytes, 0, 'nothing left to replay after a snapshot')
+    await assertMatchesReference(store, kb, live, 8)
+    // Writes after the snapshot land in the log and survive a restart on top of it.
+    const more = randomPoints(kb, 20, 3, DIMS, 10, 'late')
+    await store.upsert(kb, more)
+    assert.equal(await store.deleteByDoc(kb, 'doc4'), 10)
+    const live2 = [...live.filter((p) => p.payload.doc_id !== 'doc4'), ...more]
+    await store.close()
+    store = await createEmbeddedVectorStore({ dir, dimensions: DIMS, snapshotOnClose: false, preload: false })
+    await assertMatchesReference(store, kb, live2, 9)
+    assert.equal(await store.hasCollection('kb-never'), false)
+    // A snapshot of restored rows (payloads kept as the old snapshot's bytes) plus new ones reads back the same.
+    const last = randomPoints(kb, 7, 4, DIMS, 7, 'last')
+    await store.upsert(kb, last)
+    await store.snapshot(kb)
+    await store.close()
+    store = await open(dir)
+    await assertMatchesReference(store, kb, [...live2, ...last], 10)
+    assert.deepEqual(await store.docVectors(kb, 'last0'), last.map((p) => p.dense))
+    await store.close()
+  })
+
+  it('refuses to reopen a collection with another vector size', async (t) => {
+    const dir = await tempDir(t)
+    let store = await open(dir)
+    await store.ensureCollection('kb-dims', DIMS)
+    await store.close()
+    store = await createEmbeddedVectorStore({ dir, dimensions: 16 })
+    t.after(() => store.close())
+    await assert.rejects(store.ensureCollection('kb-dims', 16), (e: { code?: string; message?: string }) => e.code === 'VECTOR_DIMENSION_MISMATCH' && /\b8\b/.test(e.message ?? '') && /\b16\b/.test(e.message ?? ''))
+    // An upsert of the store's default size into it is refused the same way, before anything is logged.
+    await assert.rejects(store.upsert('kb-dims', [point('kb-dims', 'd', 0, new Array(16).fill(1))]), { code: 'VECTOR_DIMENSION_MISMATCH' })
+    await assert.rejects(store.search('kb-dims', { dense: new Float32Array(16), limit: 3 }), { code: 'VECTOR_DIMENSION_MISMATCH' })
+  })
+
+  it('drops a torn last log record and keeps appending after the intact ones', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-torn'
+    let store = await open(dir, { snapshotOnClose: false })
+    const a = randomPoints(kb, 10, 11, DIMS, 10, 'a')
+    const b = randomPoints(kb, 10, 12, DIMS, 10, 'b')
+    await store.upsert(kb, a)
+    await store.upsert(kb, b)
+    await store.close()
+    const wal = (await fs.readdir(join(dir, kb))).find((f) => f.startsWith('wal-'))!
+    const path = join(dir, kb, wal)
+    const full = (await fs.stat(path)).size
+    // A kill -9 in the middle of the second write: only part of it reached the file.
+    await fs.truncate(path, full - 37)
+
+    store = await open(dir, { snapshotOnClose: false })
+    await assertMatchesReference(store, kb, a, 21)
+    const c = randomPoints(kb, 10, 13, DIMS, 10, 'c')
+    await store.upsert(kb, c)
+    await store.close()
+    store = await open(dir, { snapshotOnClose: false })
+    await assertMatchesReference(store, kb, [...a, ...c], 22)
+    await store.close()
+  })
+
+  it('drops a last record whose checksum does not match', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-crc'
+    let store = await open(dir, { snapshotOnClose: false })
+    const a = randomPoints(kb, 8, 31, DIMS, 4, 'a')
+    const b = randomPoints(kb, 8, 32, DIMS, 4, 'b')
+    await store.upsert(kb, a)
+    await store.upsert(kb, b)
+    await store.close()
+    const wal = (await fs.readdir(join(dir, kb))).find((f) => f.startsWith('wal-'))!
+    const path = join(dir, kb, wal)
+    const bytes = await fs.readFile(path)
+    bytes[bytes.length - 5] ^= 0xff
+    await fs.writeFile(path, bytes)
+    store = await open(dir)
+    t.after(() => store.close())
+    await assertMatchesReference(store, kb, a, 33)
+  })
+
+  it('rebuilds the HNSW graph when its file is missing', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-rebuild'
+    let store = await open(dir, { exactBudget: 0 })
+    const points = randomPoints(kb, 300, 41)
+    await store.upsert(kb, points)
+    await store.whenIndexed(kb)
+    await store.close()
+    const graph = (await fs.readdir(join(dir, kb))).find((f) => f.startsWith('hnsw-'))
+    assert.ok(graph, 'the snapshot saved the graph')
+    await fs.rm(join(dir, kb, graph))
+    store = await open(dir, { exactBudget: 0 })
+    t.after(() => store.close())
+    // Searchable at once (the rows waiting for the graph are scanned), and again once rebuilt.
+    const before = await store.stats(kb)
+    assert.equal(before?.points, 300)
+    await assertMatchesReference(store, kb, points, 42)
+    await store.whenIndexed(kb)
+    assert.equal((await store.stats(kb))?.inGraph, 300)
+    const probe = points[17]
+    assert.equal((await store.search(kb, { dense: probe.dense, limit: 1 })).dense[0].payload.chunk_id, probe.payload.chunk_id)
+  })
+
+  it('snapshots while writes and deletes keep coming, and reopens to the same state', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-busy'
+    let store = await open(dir, { snapshotMinBytes: 2048, snapshotOnClose: false })
+    const points = randomPoints(kb, 600, 71, DIMS, 10)
+    // Issued without waiting: the store applies them in call order, so the expected state is sequential.
+    const ops: Promise<unknown>[] = []
+    let live: VectorPoint[] = []
+    for (let i = 0; i < 600; i += 30) {
+      const batch = points.slice(i, i + 30)
+      ops.push(store.upsert(kb, batch))
+      live.push(...batch)
+      if (i % 90 === 60) {
+        const doc = `doc${i / 10 - 4}`
+        ops.push(store.deleteByDoc(kb, doc))
+        live = live.filter((p) => p.payload.doc_id !== doc)
+      }
+      // Let the write loop run, so the operations spread over many group commits and snapshots.
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+    await Promise.all(ops)
+    await store.snapshot(kb)
+    // Each snapshot starts a new log segment. The first group of writes alone passes the threshold, so at
+    // least one snapshot was captured while later writes and deletes were still arriving.
+    const stats = await store.stats(kb)
+    assert.ok((stats?.snapshotSeq ?? 0) >= 2, `a snapshot was taken during the writes (seq ${stats?.snapshotSeq})`)
+    await assertMatchesReference(store, kb, live, 72)
+    await store.close()
+    store = await open(dir)
+    t.after(() => store.close())
+    await assertMatchesReference(store, kb, live, 73)
+  })
+
+  it('snapshots an empty collection and drops collections a lazy store has not opened', async (t) => {
+    const dir = await tempDir(t)
+    let store = await open(dir)
+    await store.ensureCollection('kb-empty', DIMS)
+    await store.upsert('kb-gone', randomPoints('kb-gone', 5, 81))
+    await store.upsert('kb-emptied', randomPoints('kb-emptied', 10, 82))
+    assert.equal(await store.deleteByDoc('kb-emptied', 'doc0'), 10)
+    await store.snapshot()
+    await store.close()
+    store = await open(dir, { preload: false })
+    t.after(() => store.close())
+    assert.equal(await store.count('kb-empty'), 0)
+    assert.equal(await store.count('kb-emptied'), 0)
+    assert.equal(await store.dropCollection('kb-gone'), true)
+    assert.equal(await store.hasCollection('kb-gone'), false)
+    assert.deepEqual((await fs.readdir(dir)).filter((f) => f.startsWith('kb-')).sort(), ['kb-emptied', 'kb-empty'])
+    await store.upsert('kb-empty', randomPoints('kb-empty', 3, 83))
+    assert.equal(await store.count('kb-empty'), 3)
+  })
+
+  it('folds the log into a snapshot once writes go quiet', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-idle'
+    const store = await createEmbeddedVectorStore({ dir, dimensions: DIMS, snapshotIdleMs: 30, snapshotOnClose: false })
+    t.after(() => store.close())
+    const points = randomPoints(kb, 40, 91)
+    await store.upsert(kb, points)
+    assert.ok(((await store.stats(kb))?.walBytes ?? 0) > 0)
+    // Waits for the timer (bounded); what is asserted is that it fired, not how fast.
+    for (let i = 0; i < 250 && ((await store.stats(kb))?.walBytes ?? 1) > 0; i++) await new Promise((r) => setTimeout(r, 20))
+    const stats = await store.stats(kb)
+    assert.equal(stats?.walBytes, 0)
+    assert.ok((stats?.snapshotSeq ?? 0) >= 1)
+    assert.ok((await fs.readdir(join(dir, kb))).some((f) => f.startsWith('points-')))
+  })
+
+  it('writes periodic snapshots and truncates the log', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-snap'
+    let store = await open(dir, { snapshotMinBytes: 4096, snapshotOnClose: false })
+    const points = randomPoints(kb, 200, 51)
+    for (let i = 0; i < 200; i += 20) await store.upsert(kb, points.slice(i, i + 20))
+    await store.snapshot(kb)
+    const stats = await store.stats(kb)
+    assert.ok((stats?.snapshotSeq ?? 0) > 1, 'several snapshots were taken')
+    const wals = (await fs.readdir(join(dir, kb))).filter((f) => f.startsWith('wal-'))
+    assert.equal(wals.length, 1, 'segments folded into a snapshot are deleted')
+    await store.close()
+    store = await open(dir)
+    t.after(() => store.close())
+    await assertMatchesReference(store, kb, points, 52)
+  })
+})
+
+describe('embedded vector store: behaviour', () => {
+  it('reuses the rows of deleted points without stale hits (sparse, dense, graph)', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-churn'
+    const store = await open(dir, { exactBudget: 0 })
+    t.after(() => store.close())
+    let live: VectorPoint[] = []
+    for (let round = 0; round < 6; round++) {
+      const batch = randomPoints(kb, 400, 100 + round, DIMS, 20, `r${round}-`)
+      await store.upsert(kb, batch)
+      live.push(...batch)
+      // Delete most of the older documents so rows are handed back and reused by the next round.
+      const docs = [...new Set(live.map((p) => p.payload.doc_id))].filter((_, i) => i % 4 !== 0)
+      for (const d of docs.slice(0, Math.floor(docs.length * 0.7))) await store.deleteByDoc(kb, d)
+      const dropped = new Set(docs.slice(0, Math.floor(docs.length * 0.7)))
+      live = live.filter((p) => !dropped.has(p.payload.doc_id))
+      if (round % 2 === 1) await store.whenIndexed(kb)
+      await assertMatchesReference(store, kb, live, 200 + round)
+    }
+    const stats = await store.stats(kb)
+    assert.ok(stats !== null && stats.rows < 6 * 400, `rows were reused (${stats?.rows} rows for ${6 * 400} upserts)`)
+  })
+
+  it('serves searches while upserts and deletes run, and acknowledges every concurrent write', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-concurrent'
+    const store = await open(dir, { exactBudget: 0 })
+    t.after(() => store.close())
+    const points = randomPoints(kb, 1000, 61, DIMS, 10)
+    const writes = []
+    for (let i = 0; i < 1000; i += 25) writes.push(store.upsert(kb, points.slice(i, i + 25)))
+    const searches = []
+    for (let i = 0; i < 200; i++) {
+      searches.push(store.search(kb, { dense: points[i].dense, sparse: points[i].sparse, limit: 5 }).then((r) => {
+        for (const h of [...r.dense, ...r.sparse]) assert.equal(typeof h.payload.chunk_id, 'string')
+        assert.ok(r.dense.length <= 5 && r.sparse.length <= 5)
+      }))
+    }
+    await Promise.all([...writes, ...searches])
+    assert.equal(await store.count(kb), 1000)
+    const deletes = await Promise.all(Array.from({ length: 20 }, (_, i) => store.deleteByDoc(kb, `doc${i}`)))
+    assert.deepEqual(deletes, new Array(20).fill(10))
+    assert.equal(await store.count(kb), 800)
+    // Every acknowledged point is findable by its own vector, before and after the graph catches up.
+    for (const p of points.slice(200, 260)) assert.equal((await store.search(kb, { dense: p.dense, limit: 1 })).dense[0].payload.chunk_id, p.payload.chunk_id)
+    await store.whenIndexed(kb)
+    for (const p of points.slice(900, 960)) assert.equal((await store.search(kb, { dense: p.dense, limit: 1 })).dense[0].payload.chunk_id, p.payload.chunk_id)
+  })
+
+  it('settles every write of a strictly sequential caller (no lost wake-up of the write loop)', async (t) => {
+    const dir = await tempDir(t)
+    const store = await open(dir)
+    t.after(() => store.close())
+    const kb = 'kb-seq'
+    await store.ensureCollection(kb, DIMS)
+    for (let i = 0; i < 100; i++) {
+      await store.upsert(kb, [point(kb, `d${i}`, 0, axis(i), [[i, 1]])])
+      assert.equal(await store.deleteByDoc(kb, `d${i - 1}`), i === 0 ? 0 : 1)
+    }
+    assert.equal(await store.count(kb), 1)
+  })
+
+  it('refuses points it could not replay: bad sparse vectors, missing ids', async (t) => {
+    const dir = await tempDir(t)
+    const store = await open(dir)
+    t.after(() => store.close())
+    const kb = 'kb-bad'
+    const dup = point(kb, 'd', 0, axis(0), [[3, 1], [3, 2]])
+    await assert.rejects(store.upsert(kb, [dup]), { code: 'INVALID_VECTOR_POINT' })
+    const uneven = { ...point(kb, 'd', 1, axis(0)), sparse: { indices: Uint32Array.of(1, 2), values: Float32Array.of(1) } }
+    await assert.rejects(store.upsert(kb, [uneven]), { code: 'INVALID_VECTOR_POINT' })
+    const nan = point(kb, 'd', 2, [NaN, 0, 0, 0, 0, 0, 0, 0])
+    await assert.rejects(store.upsert(kb, [nan]), { code: 'INVALID_VECTOR_POINT' })
+    const noId = point(kb, 'd', 3, axis(0))
+    noId.payload.chunk_id = ''
+    await assert.rejects(store.upsert(kb, [noId]), { code: 'INVALID_VECTOR_POINT' })
+    await assert.rejects(store.search('../etc', { limit: 1 }), { code: 'INVALID_KB_ID' })
+    assert.equal(await store.count(kb), 0)
+  })
+
+  it('lets one store at a time use a folder', async (t) => {
+    const dir = await tempDir(t)
+    const store = await open(dir)
+    await assert.rejects(open(dir), { code: 'VECTOR_STORE_LOCKED' })
+    await store.close()
+    const again = await open(dir)
+    assert.equal(await again.ping(), true)
+    await again.close()
+    assert.equal(await again.ping(), false)
+  })
+})
+
+describe('embedded vector store: kill -9', () => {
+  it('keeps every acknowledged upsert when the process is killed mid-run', async (t) => {
+    const dir = await tempDir(t)
+    const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('./vectors-kill-child.ts', import.meta.url)), dir], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+    const acked: number[] = []
+    const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()))
+    const lines = createInterface({ input: child.stdout! })
+    await new Promise<void>((resolve, reject) => {
+      child.on('error', reject)
+      child.on('exit', (code) => reject(new Error(`child exited early with ${code}`)))
+      lines.on('line', (line) => {
+        const m = /^acked (\d+)$/.exec(line)
+        if (m === null) return
+        acked.push(Number(m[1]))
+        // Enough batches for several snapshots and a log on top of them; the kill lands mid-write.
+        if (acked.length === 60) {
+          child.kill('SIGKILL')
+          resolve()
+        }
+      })
+    })
+    await exited
+    assert.ok(acked.length >= 60)
+
+    const store = await open(dir)
+    t.after(() => store.close())
+    const kb = 'kb-kill'
+    const { killBatch } = await import('./vectors-kill-child.ts')
+    const count = await store.count(kb)
+    assert.ok(count >= acked.length * 20, `count ${count} below the ${acked.length * 20} acknowledged points`)
+    for (const b of acked) {
+      const batch = killBatch(b)
+      const vectors = await store.docVectors(kb, batch[0].payload.doc_id)
+      assert.equal(vectors.length, batch.length, `batch ${b} incomplete`)
+      const probe = batch[b % batch.length]
+      const { dense, sparse: hits } = await store.search(kb, { dense: probe.dense, sparse: probe.sparse, limit: 1 })
+      assert.equal(dense[0].payload.chunk_id, probe.payload.chunk_id, `batch ${b} not searchable`)
+      assert.ok(hits.length === 1)
+    }
+  })
+})
