@@ -58,7 +58,7 @@ export async function createQueue(s: Settings): Promise<Queue> {
   return createEmbeddedQueue({ dir: dataPath(s, 'queue') })
 }
 
-export async function createVectors(s: Settings): Promise<VectorStore> {
+export async function createVectors(s: Settings, log?: Logger): Promise<VectorStore> {
   if (s.qdrant.host) {
     const { createQdrantVectorStore } = await import('./vectors/qdrant.ts')
     return createQdrantVectorStore({
@@ -67,7 +67,7 @@ export async function createVectors(s: Settings): Promise<VectorStore> {
     })
   }
   const { createEmbeddedVectorStore } = await import('./vectors/embedded.ts')
-  return createEmbeddedVectorStore({ dir: dataPath(s, 'vectors'), dimensions: s.embedding.vector_size })
+  return createEmbeddedVectorStore({ dir: dataPath(s, 'vectors'), dimensions: s.embedding.vector_size, log: log?.child({ port: 'vectors' }) })
 }
 
 export async function createEmbedderFromSettings(s: Settings): Promise<Embedder> {
@@ -95,7 +95,7 @@ export async function createAdapters(s: Settings, log?: Logger): Promise<Adapter
     const [objects, queue, vectors, embedder] = await Promise.all([
       open('objects', () => createObjects(s)),
       open('queue', () => createQueue(s)),
-      open('vectors', () => createVectors(s)),
+      open('vectors', () => createVectors(s, log)),
       open('embeddings', () => createEmbedderFromSettings(s)),
     ])
     return { sql, objects, queue, vectors, embedder }

@@ -9,6 +9,7 @@ import { dirname, join, resolve } from 'node:path'
 import type { Readable } from 'node:stream'
 import { AppError, storageFailure } from '../../kernel/errors.ts'
 import type { ObjectInfo, ObjectStore } from '../ports.ts'
+import { fsyncDir } from '../durable.ts'
 import { checkKey, checkPrefix, compareKeys, contentTypeFor, sizeMismatch } from './keys.ts'
 
 export interface LocalObjectStoreOptions {
@@ -276,14 +277,6 @@ export async function createLocalObjectStore(options: LocalObjectStoreOptions): 
   return store
 }
 
-async function fsyncDir(dir: string): Promise<void> {
-  const fh = await fs.open(dir, constants.O_RDONLY)
-  try {
-    await fh.sync()
-  } finally {
-    await fh.close()
-  }
-}
 
 async function removeStaleTemps(tmpDir: string): Promise<void> {
   const now = Date.now()

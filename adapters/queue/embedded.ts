@@ -11,6 +11,7 @@ import { constants, promises as fs } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { serviceUnavailable } from '../../kernel/errors.ts'
+import { fsyncDir, isAlive } from '../durable.ts'
 import type { Queue, QueueDepth, QueueMessage } from '../ports.ts'
 import { checkEnqueue, checkReserve, checkTopic, checkDelay } from './checks.ts'
 
@@ -634,14 +635,6 @@ class Heap {
   }
 }
 
-async function fsyncDir(dir: string): Promise<void> {
-  const d = await fs.open(dir, constants.O_RDONLY)
-  try {
-    await d.sync()
-  } finally {
-    await d.close()
-  }
-}
 
 async function acquireLock(dir: string): Promise<void> {
   if (openDirs.has(dir)) throw new Error(`Embedded queue at ${dir} is already open in this process`)
@@ -669,11 +662,3 @@ async function releaseLock(dir: string): Promise<void> {
   await fs.rm(join(dir, LOCK), { force: true })
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM'
-  }
-}

@@ -1,23 +1,10 @@
 // Small durable-file helpers: a rename is only durable once the folder holding it is fsync'd.
 import { promises as fs } from 'node:fs'
+import { fsyncDir, fsyncFile, isAlive } from '../durable.ts'
 
-export async function fsyncDir(dir: string): Promise<void> {
-  const fh = await fs.open(dir, 'r')
-  try {
-    await fh.sync()
-  } finally {
-    await fh.close()
-  }
-}
+export { fsyncDir, fsyncFile }
 
-export async function fsyncFile(path: string): Promise<void> {
-  const fh = await fs.open(path, 'r+')
-  try {
-    await fh.sync()
-  } finally {
-    await fh.close()
-  }
-}
+
 
 /** Writes through a temporary file, fsyncs it, renames it over path and fsyncs the folder. */
 export async function writeFileAtomic(dir: string, path: string, data: string | Uint8Array): Promise<void> {
@@ -53,14 +40,6 @@ async function processStart(pid: number): Promise<string | null> {
   }
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM'
-  }
-}
 
 /**
  * Takes <dir>/LOCK for this process, or returns the pid that holds it. A lock left by a process that
@@ -83,7 +62,7 @@ export async function acquireDirLock(dir: string): Promise<{ release(): Promise<
       // Unreadable or half-written: whoever wrote it did not finish, so it is not a live lock.
     }
     const pid = holder.pid
-    if (typeof pid === 'number' && pid !== process.pid && alive(pid)) {
+    if (typeof pid === 'number' && pid !== process.pid && isAlive(pid)) {
       const start = await processStart(pid)
       if (start === null || holder.start == null || start === holder.start) return { heldBy: pid }
     }

@@ -2,6 +2,7 @@
 // found nothing): MinHash Jaccard and title similarity; stage 3: embedding comparison of the chunks, for the
 // candidates stages 1-2 passed on. Only documents in status `indexed` of the same KB are compared.
 import type { SqlRunner } from '../../adapters/ports.ts'
+import { cosineDistance } from '../../compute/chunk/semantic.ts'
 import { hammingDistance, jaccardEstimate, titleSimilarity } from '../../compute/dedup/index.ts'
 import type { KbSettings } from '../../kernel/config/schema.ts'
 
@@ -114,17 +115,6 @@ export class SignatureIndex {
   }
 }
 
-function cosine(a: Float32Array, b: Float32Array): number {
-  let dot = 0
-  let na = 0
-  let nb = 0
-  for (let i = 0; i < a.length; i++) {
-    dot += a[i] * b[i]
-    na += a[i] * a[i]
-    nb += b[i] * b[i]
-  }
-  return na === 0 || nb === 0 ? 0 : dot / Math.sqrt(na * nb)
-}
 
 /**
  * Stage 3 score of a new document against one candidate: the mean over the new chunks of their best (top-1)
@@ -138,7 +128,7 @@ export function chunkScore(fresh: readonly Float32Array[], other: readonly Float
   for (const v of fresh) {
     let best = 0
     for (const w of other) {
-      const c = cosine(v, w)
+      const c = 1 - cosineDistance(v, w)
       if (c > best) best = c
     }
     if (best >= matchThreshold) sum += best
