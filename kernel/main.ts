@@ -3,6 +3,7 @@ import { createApp, type App } from './app.ts'
 import { ConfigError, loadSettings } from './config/load.ts'
 import { createLogger } from './log.ts'
 import { defaultPlugins } from './plugins.ts'
+import type { McpService } from '../plugins/mcp/index.ts'
 
 const command = process.argv.slice(2).find((a) => !a.startsWith('-') && !process.argv[process.argv.indexOf(a) - 1]?.startsWith('--config')) ?? 'serve'
 
@@ -17,12 +18,13 @@ async function main(): Promise<void> {
     }
     throw err
   }
-  const log = createLogger(loaded.settings.logging.level)
+  // In `mcp` mode stdout carries the protocol: logs go to stderr.
+  const log = createLogger(loaded.settings.logging.level, command === 'mcp' ? process.stderr : undefined)
   log.info({ settings: loaded.source, command }, 'starting')
   for (const w of loaded.warnings) log.warn(w)
 
-  if (command !== 'serve' && command !== 'worker') {
-    log.error({ command }, `unknown command '${command}': use serve or worker`)
+  if (command !== 'serve' && command !== 'worker' && command !== 'mcp') {
+    log.error({ command }, `unknown command '${command}': use serve, worker or mcp`)
     process.exit(2)
   }
 
@@ -30,8 +32,14 @@ async function main(): Promise<void> {
   try {
     // `worker` consumes the queue without serving HTTP: run as many as needed, on as many machines, against
     // one Redis (the embedded queue belongs to the single process that owns data_dir).
-    app = await createApp({ settings: loaded.settings, plugins: defaultPlugins(), log, mode: command === 'worker' ? 'worker' : 'api' })
+    // `mcp` serves the MCP tools on stdin/stdout without HTTP; it only reads, so it never consumes the queue.
+    const settings = command === 'mcp' ? { ...loaded.settings, queue_worker: { ...loaded.settings.queue_worker, enabled: false } } : loaded.settings
+    app = await createApp({ settings, plugins: defaultPlugins(), log, mode: command === 'worker' ? 'worker' : 'api' })
     if (command === 'serve') await app.listen()
+    if (command === 'mcp') {
+      const session = await app.use<McpService>('mcp').serveStdio()
+      void session.closed.then(() => stop('stdin closed'))
+    }
   } catch (err) {
     log.fatal({ err }, 'start failed')
     log.flush()
