@@ -1,0 +1,61 @@
+// The benchmarks `npm run bench` knows, and the options each gets in each mode. Sizes a benchmark does
+// not let us choose stay at its own quick sizes in the smoke mode (see `smokeGap`).
+import type { SuiteMode } from '../report/types.ts'
+
+export interface SuiteEntry {
+  name: string
+  /** Module under bench/, exporting `run(options)`. */
+  file: string
+  what: string
+  options(mode: SuiteMode): Record<string, unknown>
+  /** What the smoke mode cannot shrink, because the benchmark takes no option for it. */
+  smokeGap?: string
+}
+
+const quickUnlessFull = (mode: SuiteMode) => ({ quick: mode !== 'full' })
+
+export const SUITE: readonly SuiteEntry[] = [
+  {
+    name: 'kernel', file: 'kernel.bench.ts', what: 'HTTP kernel req/s vs node:http and Fastify 5 (wrk)',
+    options: quickUnlessFull,
+    smokeGap: 'kernel.bench.ts run() takes no rounds/seconds: smoke runs its quick size (3 rounds x 3 s x 3 servers x 2 routes)',
+  },
+  {
+    name: 'chunk', file: 'chunk.bench.ts', what: 'recursive chunking MB/s vs LangChain',
+    options: quickUnlessFull,
+    smokeGap: 'chunk.bench.ts run() takes no text size/rounds: smoke runs its quick size (1 MB, 3 rounds)',
+  },
+  {
+    name: 'dedup', file: 'dedup.bench.ts', what: 'SimHash + MinHash MB/s vs a string-based reference',
+    options: quickUnlessFull,
+    smokeGap: 'dedup.bench.ts run() takes no corpus size/rounds: smoke runs its quick size (0.5 M chars, 3 rounds)',
+  },
+  {
+    name: 'parse', file: 'parse.bench.ts', what: 'PDF pages/s through the compute pool vs pdf.js in the main thread',
+    options: quickUnlessFull,
+    smokeGap: 'parse.bench.ts run() takes no PDF count/pages/rounds: smoke runs its quick size (4 PDFs x 15 pages, 3 rounds)',
+  },
+  {
+    name: 'embed', file: 'embed.bench.ts', what: 'builtin embedder docs/s vs a naive implementation, and nDCG@10',
+    options: quickUnlessFull,
+    smokeGap: 'embed.bench.ts run() takes no document/query counts: smoke runs its quick size (all of SciFact for quality, 500 docs x 2 rounds)',
+  },
+  {
+    name: 'vectors', file: 'vectors.bench.ts', what: 'embedded vector store: HNSW and inverted index vs exact search',
+    options: (mode) => (mode === 'smoke' ? { quick: true, n: 2000, dims: 64, queries: 30 } : quickUnlessFull(mode)),
+  },
+  {
+    name: 'ingest', file: 'ingest.bench.ts', what: 'documents/s end to end vs the same steps in a sequential script',
+    options: (mode) => (mode === 'smoke' ? { quick: true, documents: 16, concurrency: 4 } : mode === 'quick' ? { quick: true, documents: 200 } : { quick: false, documents: 1000 }),
+  },
+  {
+    name: 'search', file: 'search.bench.ts', what: 'search QPS and latency over HTTP vs the vector store called directly',
+    options: (mode) => (mode === 'smoke' ? { quick: true, chunks: 2000, seconds: 2 } : quickUnlessFull(mode)),
+  },
+  {
+    name: 'orama', file: 'orama.bench.ts', what: 'in-process keyword, vector and hybrid search vs Orama 3 on SciFact: q/s, nDCG@10, build, memory',
+    options: (mode) => (mode === 'smoke' ? { quick: true, limitDocs: 300, limitQueries: 30, rounds: 1 } : quickUnlessFull(mode)),
+  },
+]
+
+export const suiteNames = (): string[] => SUITE.map((e) => e.name)

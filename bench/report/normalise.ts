@@ -1,0 +1,357 @@
+// Each benchmark returns its own shape; these read what the report needs into comparisons and series.
+// Reads go through paths, not types: results written by older versions of a benchmark are read by
+// --compare too, and a field that is missing becomes a note rather than a crash.
+import type { Comparison, NormalisedBench, Series } from './types.ts'
+
+export type Normalised = Pick<NormalisedBench, 'machine' | 'sizes' | 'comparisons' | 'series' | 'notes'> & {
+  /** The benchmark ran but could not measure (e.g. a data set missing): reported as skipped. */
+  skipped?: string
+}
+
+type Json = Record<string, unknown>
+
+const isObject = (x: unknown): x is Json => typeof x === 'object' && x !== null && !Array.isArray(x)
+
+/** The value at a dotted path, or undefined. */
+export function at(raw: unknown, path: string): unknown {
+  let cur: unknown = raw
+  for (const key of path.split('.')) {
+    if (!isObject(cur)) return undefined
+    cur = cur[key]
+  }
+  return cur
+}
+
+const num = (raw: unknown, path: string): number | undefined => {
+  const v = at(raw, path)
+  return typeof v === 'number' && Number.isFinite(v) ? v : undefined
+}
+
+const obj = (raw: unknown, path: string): Json | undefined => {
+  const v = at(raw, path)
+  return isObject(v) ? v : undefined
+}
+
+const round = (x: number, digits = 3) => +x.toFixed(digits)
+
+export interface ComparisonOptions {
+  unit: string
+  higher_is_better?: boolean
+  baseline_name?: string
+  target?: number
+  target_of?: 'ratio' | 'value'
+  ours_range?: [number, number]
+  baseline_range?: [number, number]
+  tracked?: boolean
+}
+
+/** A comparison with its ratio oriented so that above 1 means ours is ahead, and the target judged. */
+export function comparison(metric: string, ours: number, baseline: number | null, o: ComparisonOptions): Comparison {
+  const higher = o.higher_is_better ?? true
+  let ratio: number | null = null
+  if (baseline !== null) {
+    const r = higher ? ours / baseline : baseline / ours
+    ratio = Number.isFinite(r) ? +r.toPrecision(4) : null
+  }
+  const c: Comparison = { metric, ours, baseline, unit: o.unit, ratio, higher_is_better: higher }
+  if (o.baseline_name !== undefined) c.baseline_name = o.baseline_name
+  if (o.target !== undefined) {
+    c.target = o.target
+    const onRatio = (o.target_of ?? (baseline === null ? 'value' : 'ratio')) === 'ratio'
+    c.target_of = onRatio ? 'ratio' : 'value'
+    if (onRatio) c.met = ratio !== null && ratio >= o.target
+    else c.met = higher ? ours >= o.target : ours <= o.target
+  }
+  if (o.ours_range) c.ours_range = o.ours_range
+  if (o.baseline_range) c.baseline_range = o.baseline_range
+  if (o.tracked === false) c.tracked = false
+  return c
+}
+
+/** Collects comparisons, skipping (with a note) those whose figures the result lacks. */
+function collector() {
+  const comparisons: Comparison[] = []
+  const notes: string[] = []
+  const add = (metric: string, ours: number | undefined, baseline: number | undefined | null, o: ComparisonOptions) => {
+    if (ours === undefined || baseline === undefined) {
+      notes.push(`'${metric}' not found in the result`)
+      return
+    }
+    comparisons.push(comparison(metric, ours, baseline, o))
+  }
+  return { comparisons, notes, add }
+}
+
+const pick = (raw: unknown, keys: string[]): Json => {
+  const out: Json = {}
+  for (const k of keys) {
+    const v = at(raw, k)
+    if (v !== undefined) out[k] = v
+  }
+  return out
+}
+
+// ---- one reader per benchmark -------------------------------------------------------------------------
+
+function kernel(raw: unknown): Normalised {
+  const { comparisons, notes, add } = collector()
+  for (const route of ['get', 'post'] as const) {
+    const r = `results.${route}`
+    const range = (s: string): [number, number] | undefined => {
+      const lo = num(raw, `${r}.${s}.rps_min`)
+      const hi = num(raw, `${r}.${s}.rps_max`)
+      return lo !== undefined && hi !== undefined ? [lo, hi] : undefined
+    }
+    const R = route.toUpperCase()
+    add(`${R} req/s vs Fastify`, num(raw, `${r}.quarry.rps_median`), num(raw, `${r}.fastify.rps_median`),
+      { unit: 'req/s', baseline_name: 'fastify 5', target: 2, ours_range: range('quarry'), baseline_range: range('fastify') })
+    add(`${R} req/s vs node:http`, num(raw, `${r}.quarry.rps_median`), num(raw, `${r}.node_http.rps_median`),
+      { unit: 'req/s', baseline_name: 'node:http', ours_range: range('quarry'), baseline_range: range('node_http') })
+    // p99 under a saturating closed-loop load mostly measures the queue wrk builds: shown, not gated on.
+    add(`${R} p99 latency vs Fastify`, num(raw, `${r}.quarry.p99_ms_median`), num(raw, `${r}.fastify.p99_ms_median`),
+      { unit: 'ms', higher_is_better: false, baseline_name: 'fastify 5', tracked: false })
+  }
+  notes.push('p99 figures are medians over rounds, without min/max')
+  return { machine: obj(raw, 'machine'), sizes: obj(raw, 'sizes') ?? {}, comparisons, notes, series: [] }
+}
+
+function chunk(raw: unknown): Normalised {
+  const { comparisons, notes, add } = collector()
+  add('recursive chunking MB/s', num(raw, 'quarry.mbPerSec'), num(raw, 'langchain.mbPerSec'),
+    { unit: 'MB/s', baseline_name: 'LangChain RecursiveCharacterTextSplitter' })
+  notes.push('median over rounds only (the benchmark reports no min/max)')
+  return {
+    machine: obj(raw, 'machine'),
+    sizes: { ...pick(raw, ['text', 'chunkSize', 'chunkOverlap', 'rounds']), chunks: num(raw, 'quarry.chunks') },
+    comparisons, notes, series: [],
+  }
+}
+
+function dedup(raw: unknown): Normalised {
+  const { comparisons, notes, add } = collector()
+  add('SimHash-64 + MinHash-128 MB/s', num(raw, 'quarry.mbPerSec'), num(raw, 'reference.mbPerSec'),
+    { unit: 'MB/s', baseline_name: 'string-based reference' })
+  notes.push('median over rounds only (the benchmark reports no min/max)')
+  return { machine: obj(raw, 'machine'), sizes: pick(raw, ['corpus', 'rounds']), comparisons, notes, series: [] }
+}
+
+function parse(raw: unknown): Normalised {
+  const { comparisons, notes, add } = collector()
+  for (const [key, label, target] of [['pool1', '1 worker', 'pool1VsDirect'], ['pool2', '2 workers', 'pool2VsDirect']] as const) {
+    add(`PDF pages/s, pool of ${label}`, num(raw, `pagesPerSec.${key}`), num(raw, 'pagesPerSec.direct'),
+      { unit: 'pages/s', baseline_name: 'pdf.js in the main thread', target: num(raw, `targets.${target}`) })
+  }
+  // CPU time per page does not depend on how busy the machine is: the pool's overhead, worth gating on.
+  add('PDF CPU ms/page, pool of 1 worker', num(raw, 'cpuMsPerPage.pool1'), num(raw, 'cpuMsPerPage.direct'),
+    { unit: 'CPU ms/page', higher_is_better: false, baseline_name: 'pdf.js in the main thread' })
+  notes.push('median and best round only (the benchmark reports no min)')
+  return { machine: obj(raw, 'machine'), sizes: obj(raw, 'sizes') ?? {}, comparisons, notes, series: [] }
+}
+
+function embed(raw: unknown): Normalised {
+  const error = at(raw, 'error')
+  if (typeof error === 'string') return { machine: obj(raw, 'machine'), sizes: {}, comparisons: [], series: [], notes: [], skipped: error }
+  const { comparisons, notes, add } = collector()
+  for (const [key, label] of [['throughput', 'SciFact abstracts'], ['throughput_12kb', '12 KB documents']] as const) {
+    add(`builtin embedder docs/s, ${label}`, num(raw, `${key}.builtin_docs_per_sec`), num(raw, `${key}.naive_docs_per_sec`),
+      { unit: 'docs/s', baseline_name: 'naive n-gram strings in a Map' })
+  }
+  add('builtin embedder nDCG@10, SciFact (dense only)', num(raw, 'quality.scifact_ndcg10'), null, { unit: 'nDCG@10' })
+  if (num(raw, 'quality.autorag_ko_ndcg10') !== undefined) {
+    add('builtin embedder nDCG@10, autorag-ko (dense only)', num(raw, 'quality.autorag_ko_ndcg10'), null, { unit: 'nDCG@10' })
+  }
+  notes.push('throughput is the total over rounds (the benchmark reports no median/min/max per round)')
+  return {
+    machine: obj(raw, 'machine'),
+    sizes: { ...(obj(raw, 'sizes') ?? {}), dimensions: at(raw, 'dimensions'), throughput_docs: at(raw, 'throughput.docs'), rounds: at(raw, 'throughput.rounds') },
+    comparisons, notes, series: [],
+  }
+}
+
+function ingest(raw: unknown): Normalised {
+  const { comparisons, notes, add } = collector()
+  const target = /at least (\d+(?:\.\d+)?) documents\/s/.exec(String(at(raw, 'target') ?? ''))
+  add('documents/s, end to end', num(raw, 'results.documents_per_s'), num(raw, 'results.baseline_documents_per_s'),
+    { unit: 'docs/s', baseline_name: 'the same steps in a sequential script', target: target ? Number(target[1]) : undefined, target_of: 'value' })
+  add('MB/s, end to end', num(raw, 'results.mb_per_s'), null, { unit: 'MB/s' })
+  add('peak RSS', num(raw, 'results.peak_rss_mb'), null, { unit: 'MB', higher_is_better: false })
+  const failed = num(raw, 'results.outcome.failed') ?? 0
+  add('documents failed', failed, null, { unit: 'docs', higher_is_better: false, target: 0 })
+  const series: Series[] = []
+  const stages = obj(raw, 'results.stage_ms_per_doc')
+  if (stages) {
+    series.push({
+      id: 'ingest-stages',
+      title: 'Ingest: time per stage per document (summed over concurrent documents)',
+      unit: 'ms',
+      kind: 'stages',
+      groups: Object.entries(stages).filter(([, v]) => typeof v === 'number').map(([label, v]) => ({ label, values: { 'ms per document': v as number } })),
+    })
+  } else notes.push('no stage times in the result')
+  notes.push('one timed run of ours and two of the baseline (the benchmark reports no min/max)')
+  return { machine: obj(raw, 'machine'), sizes: obj(raw, 'sizes') ?? {}, comparisons, notes, series }
+}
+
+function vectors(raw: unknown): Normalised {
+  const { comparisons, notes, add } = collector()
+  add('dense top-10 p50', num(raw, 'dense_top10.hnsw.p50_ms'), num(raw, 'dense_top10.exact_bruteforce.p50_ms'),
+    { unit: 'ms', higher_is_better: false, baseline_name: 'exact brute force' })
+  add('dense recall@10 (HNSW vs exact)', num(raw, 'dense_top10.recall_at_10'), null, { unit: 'recall' })
+  add('sparse top-10 p50', num(raw, 'sparse_top10.inverted_index.p50_ms'), num(raw, 'sparse_top10.exact_bruteforce.p50_ms'),
+    { unit: 'ms', higher_is_better: false, baseline_name: 'exact brute force' })
+  add('sparse score mismatches vs exact', num(raw, 'sparse_top10.score_mismatches'), null, { unit: 'results', higher_is_better: false, target: 0 })
+  add('hybrid top-10 p50', num(raw, 'hybrid_top10.p50_ms'), null, { unit: 'ms', higher_is_better: false, tracked: false })
+  add('restart after kill, graph caught up', num(raw, 'crash_restart.graph_caught_up_ms'), null, { unit: 'ms', higher_is_better: false, tracked: false })
+  add('RSS after restart', num(raw, 'memory.rss_mb'), null, { unit: 'MB', higher_is_better: false })
+  if (obj(raw, 'multi_kb')) {
+    add('hybrid p50, 10 KBs vs 1 KB', num(raw, 'multi_kb.many_kbs.p50_ms'), num(raw, 'multi_kb.one_kb.p50_ms'),
+      { unit: 'ms', higher_is_better: false, baseline_name: 'the same points in 1 KB', tracked: false })
+  }
+  const series: Series[] = []
+  const groups: Series['groups'] = []
+  for (const [path, label] of [
+    ['dense_top10.hnsw', 'dense, HNSW'], ['dense_top10.exact_bruteforce', 'dense, exact'],
+    ['sparse_top10.inverted_index', 'sparse, inverted index'], ['sparse_top10.exact_bruteforce', 'sparse, exact'],
+    ['hybrid_top10', 'hybrid'],
+  ] as const) {
+    const p50 = num(raw, `${path}.p50_ms`)
+    const p99 = num(raw, `${path}.p99_ms`)
+    if (p50 !== undefined && p99 !== undefined) groups.push({ label, values: { p50: p50, p99: p99 } })
+  }
+  if (groups.length > 0) series.push({ id: 'vectors-latency', title: 'Vector store: top-10 latency', unit: 'ms', kind: 'percentiles', groups })
+  const build = obj(raw, 'build')
+  if (build) {
+    const stages = (['gen_ms', 'upsert_ms', 'graph_ready_ms', 'snapshot_ms'] as const).filter((k) => typeof build[k] === 'number')
+    // graph_ready_ms counts from the first upsert, so the upserts are inside it: show what the graph added.
+    const value = (k: string) => (k === 'graph_ready_ms' && typeof build.upsert_ms === 'number' ? (build[k] as number) - build.upsert_ms : build[k] as number)
+    series.push({
+      id: 'vectors-build', title: 'Vector store: building the collection', unit: 'ms', kind: 'stages',
+      groups: stages.map((k) => ({ label: { gen_ms: 'generate data', upsert_ms: 'upsert', graph_ready_ms: 'graph catch-up', snapshot_ms: 'snapshot' }[k], values: { ms: value(k) } })),
+    })
+  }
+  notes.push('latencies are percentiles over queries (no per-round median/min/max)')
+  return { machine: obj(raw, 'machine'), sizes: obj(raw, 'sizes') ?? {}, comparisons, notes, series }
+}
+
+function search(raw: unknown): Normalised {
+  const { comparisons, notes, add } = collector()
+  const maxShare = num(raw, 'targets.overhead_max_share')
+  const maxTenOverOne = num(raw, 'targets.ten_over_one_max')
+  const low = obj(raw, 'one_connection') ?? {}
+  for (const name of Object.keys(low)) {
+    // ratio = index time / end-to-end time = 1 - the share spent outside the index: the target is its complement.
+    add(`${name}: p50, HTTP vs index only (1 conn.)`, num(low, `${name}.e2e_http.p50_ms`), num(low, `${name}.baseline_direct_store.index_p50_ms`),
+      { unit: 'ms', higher_is_better: false, baseline_name: 'vector store called directly', target: maxShare === undefined ? undefined : round(1 - maxShare) })
+  }
+  const load = obj(raw, 'load') ?? {}
+  const range = (path: string): [number, number] | undefined => {
+    const lo = num(raw, `${path}.min`)
+    const hi = num(raw, `${path}.max`)
+    return lo !== undefined && hi !== undefined ? [lo, hi] : undefined
+  }
+  for (const name of Object.keys(load)) {
+    add(`${name}: QPS under load`, num(load, `${name}.qps`), null, { unit: 'QPS', ours_range: range(`load.${name}.rounds.qps`) })
+  }
+  for (const mode of Object.keys(obj(raw, 'ten_over_one') ?? {})) {
+    const ten = Object.keys(load).find((n) => n.startsWith(mode) && !/ 1 KB$/.test(n))
+    const one = Object.keys(load).find((n) => n.startsWith(mode) && / 1 KB$/.test(n))
+    if (!ten || !one) continue
+    add(`${mode}: p50 under load, ${ten.slice(mode.length + 1)} vs 1 KB`, num(load, `${ten}.p50_ms`), num(load, `${one}.p50_ms`),
+      { unit: 'ms', higher_is_better: false, baseline_name: 'the same chunks in 1 KB', target: maxTenOverOne === undefined ? undefined : round(1 / maxTenOverOne) })
+  }
+  const series: Series[] = []
+  const groups: Series['groups'] = []
+  for (const name of Object.keys(load)) {
+    const p50 = num(load, `${name}.p50_ms`)
+    const p99 = num(load, `${name}.p99_ms`)
+    if (p50 !== undefined && p99 !== undefined) groups.push({ label: name, values: { p50, p99 } })
+  }
+  const connections = at(raw, 'sizes.connections')
+  if (groups.length > 0) series.push({ id: 'latency', title: `Search latency under load (${String(connections ?? '?')} connections, over HTTP)`, unit: 'ms', kind: 'percentiles', groups })
+  const breakdown: Series['groups'] = []
+  for (const name of Object.keys(low)) {
+    const b = obj(low, `${name}.breakdown_mean_ms`)
+    if (b) breakdown.push({ label: name, values: Object.fromEntries(Object.entries(b).filter(([, v]) => typeof v === 'number')) as Record<string, number> })
+  }
+  if (breakdown.length > 0) series.push({ id: 'breakdown', title: 'Search at 1 connection: mean time per part', unit: 'ms', kind: 'stages', groups: breakdown })
+  const build = obj(raw, 'build')
+  if (build?.reused === true) notes.push('the search data was reused from an earlier run (its build time is that run\'s)')
+  return { machine: obj(raw, 'machine'), sizes: obj(raw, 'sizes') ?? {}, comparisons, notes, series }
+}
+
+function orama(raw: unknown): Normalised {
+  const skipped = at(raw, 'skipped')
+  if (typeof skipped === 'string') return { sizes: {}, comparisons: [], series: [], notes: [], skipped }
+  const { comparisons, notes, add } = collector()
+  const results = obj(raw, 'results') ?? {}
+  const peers = Object.keys(results).filter((n) => n !== 'quarry')
+  // Against the better of Orama's configurations (default, stemmed) on each figure, as the benchmark's targets are.
+  const bestPeer = (path: string, higher: boolean): { value: number; name: string } | undefined => {
+    let best: { value: number; name: string } | undefined
+    for (const p of peers) {
+      const v = num(results, `${p}.${path}`)
+      if (v !== undefined && (best === undefined || (higher ? v > best.value : v < best.value))) best = { value: v, name: p }
+    }
+    return best
+  }
+  const rounds = (engine: string, mode: string): [number, number] | undefined => {
+    const xs = at(results, `${engine}.qps_rounds.${mode}`)
+    return Array.isArray(xs) && xs.length > 0 && xs.every((x) => typeof x === 'number') ? [Math.min(...xs), Math.max(...xs)] : undefined
+  }
+  for (const mode of ['keyword', 'vector', 'hybrid']) {
+    const peer = bestPeer(`qps.${mode}`, true)
+    add(`${mode} queries/s vs Orama`, num(results, `quarry.qps.${mode}`), peer?.value,
+      { unit: 'q/s', baseline_name: peer?.name, target: mode === 'hybrid' ? 2 : undefined, ours_range: rounds('quarry', mode), baseline_range: peer ? rounds(peer.name, mode) : undefined })
+  }
+  for (const mode of ['keyword', 'vector', 'hybrid']) {
+    const peer = bestPeer(`ndcg_at_10.${mode}`, true)
+    add(`${mode} nDCG@10 vs Orama`, num(results, `quarry.ndcg_at_10.${mode}`), peer?.value, { unit: 'nDCG@10', baseline_name: peer?.name, target: 1 })
+  }
+  const build = bestPeer('build_seconds', false)
+  add('index build time vs Orama', num(results, 'quarry.build_seconds'), build?.value, { unit: 's', higher_is_better: false, baseline_name: build?.name })
+  if (obj(results, 'quarry.memory')) {
+    const mem = bestPeer('memory.rss_mib', false)
+    add('index RSS vs Orama', num(results, 'quarry.memory.rss_mib'), mem?.value, { unit: 'MiB', higher_is_better: false, baseline_name: mem?.name, tracked: false })
+  }
+  return { machine: obj(raw, 'machine'), sizes: obj(raw, 'sizes') ?? {}, comparisons, notes, series: [] }
+}
+
+/**
+ * Unknown shapes (a benchmark added before its reader): comparisons a benchmark already normalised itself,
+ * and every `{p50_ms, p99_ms}` object as a latency group, so that something of it reaches the report.
+ */
+export function generic(raw: unknown): Normalised {
+  const comparisons: Comparison[] = []
+  const given = at(raw, 'comparisons')
+  if (Array.isArray(given)) {
+    for (const c of given) if (isObject(c) && typeof c.metric === 'string' && typeof c.ours === 'number') comparisons.push(c as unknown as Comparison)
+  }
+  const groups: Series['groups'] = []
+  const walk = (x: unknown, path: string[], depth: number) => {
+    if (depth > 6) return
+    if (Array.isArray(x)) {
+      x.forEach((v, i) => walk(v, [...path, isObject(v) && typeof v.label === 'string' ? v.label : String(i)], depth + 1))
+      return
+    }
+    if (!isObject(x)) return
+    if (typeof x.p50_ms === 'number' && typeof x.p99_ms === 'number') groups.push({ label: path.join(' / '), values: { p50: x.p50_ms, p99: x.p99_ms } })
+    for (const [k, v] of Object.entries(x)) if (k !== 'machine' && k !== 'sizes') walk(v, [...path, k], depth + 1)
+  }
+  walk(raw, [], 0)
+  const series: Series[] = groups.length > 0 ? [{ id: 'latency', title: 'Latency', unit: 'ms', kind: 'percentiles', groups }] : []
+  return {
+    machine: obj(raw, 'machine'), sizes: obj(raw, 'sizes') ?? {}, comparisons, series,
+    notes: ['no dedicated reader for this shape: comparisons and latency groups found generically'],
+  }
+}
+
+export const READERS: Record<string, (raw: unknown) => Normalised> = { kernel, chunk, dedup, parse, embed, ingest, vectors, search, orama }
+
+/** The common shape of one benchmark's result; series ids made unique across benchmarks. */
+export function normalise(name: string, raw: unknown): Normalised {
+  const read = READERS[name] ?? generic
+  const n = read(raw)
+  // Series ids are file names: prefix them with the benchmark so two benchmarks cannot collide.
+  for (const s of n.series) if (!s.id.startsWith(`${name}-`)) s.id = `${name}-${s.id}`
+  return n
+}

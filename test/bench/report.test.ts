@@ -1,0 +1,352 @@
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+import { XMLValidator } from 'fast-xml-parser'
+import { compareSuites, formatCompareTable, relativeChange } from '../../bench/report/compare.ts'
+import { renderReport } from '../../bench/report/markdown.ts'
+import { comparison, normalise } from '../../bench/report/normalise.ts'
+import { barChart, escapeXml, niceAxis, ratioChart } from '../../bench/report/svg.ts'
+import type { Comparison, NormalisedBench, SuiteResult } from '../../bench/report/types.ts'
+
+function assertWellFormed(svg: string): void {
+  const r = XMLValidator.validate(svg)
+  assert.equal(r, true, `not well-formed XML: ${JSON.stringify(r)}`)
+  assert.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/)
+}
+
+interface Bar { value: number; x: number; width: number; attrs: string }
+
+function bars(svg: string): Bar[] {
+  return [...svg.matchAll(/<rect class="bar"([^>]*)\/>/g)].map((m) => {
+    const a = m[1]
+    const get = (k: string) => Number(new RegExp(` ${k}="([^"]+)"`).exec(a)![1])
+    return { value: get('data-value'), x: get('x'), width: get('width'), attrs: a }
+  })
+}
+
+const close = (a: number, b: number, tol = 0.02) => Math.abs(a - b) <= tol * Math.max(1, Math.abs(b))
+
+describe('SVG charts', () => {
+  it('draws bars whose lengths are proportional to the values, in well-formed XML', () => {
+    const svg = barChart({ title: 'Stages <ms> & "time"', unit: 'ms', groups: [
+      { label: 'parse', values: { ms: 40 } }, { label: 'chunk', values: { ms: 10 } }, { label: 'embed', values: { ms: 25 } }, { label: 'idle', values: { ms: 0 } },
+    ] })
+    assertWellFormed(svg)
+    const b = bars(svg)
+    assert.deepEqual(b.map((x) => x.value), [40, 10, 25, 0])
+    assert.ok(close(b[0].width / b[1].width, 4), `40 vs 10: widths ${b[0].width} and ${b[1].width}`)
+    assert.ok(close(b[2].width / b[1].width, 2.5))
+    assert.equal(b[3].width, 0)
+    // Every bar starts on the axis.
+    assert.equal(new Set(b.map((x) => x.x)).size, 1)
+    assert.ok(svg.includes('Stages &lt;ms&gt; &amp; &quot;time&quot;'))
+  })
+
+  it('draws one bar per key in each group (p50 and p99), with a legend', () => {
+    const svg = barChart({ title: 'Latency', unit: 'ms', groups: [
+      { label: 'hybrid 1 KB', values: { p50: 3, p99: 12 } }, { label: 'hybrid 10 KBs', values: { p50: 6, p99: 30 } },
+    ] })
+    assertWellFormed(svg)
+    const b = bars(svg)
+    assert.equal(b.length, 4)
+    const p99 = b.filter((x) => x.attrs.includes('data-key="p99"'))
+    assert.deepEqual(p99.map((x) => x.value), [12, 30])
+    assert.ok(close(p99[1].width / b[0].width, 10))
+    assert.match(svg, />p50<\/text>/)
+    assert.match(svg, />p99<\/text>/)
+  })
+
+  it('draws ratios on a log scale from parity: 4x twice as long as 2x, 0.5x as long as 2x but to the left', () => {
+    const svg = ratioChart({ title: 'Ratios', bars: [
+      { label: 'a & b', ratio: 2, target: 2 }, { label: 'c', ratio: 4 }, { label: 'd', ratio: 0.5 }, { label: 'e', ratio: 1 },
+    ] })
+    assertWellFormed(svg)
+    const [two, four, half, one] = bars(svg)
+    assert.ok(close(four.width / two.width, 2))
+    assert.ok(close(half.width, two.width))
+    assert.equal(one.width, 0)
+    const mid = two.x
+    assert.ok(close(half.x + half.width, mid), 'a bar below 1x ends on the parity line')
+    assert.ok(half.attrs.includes('#c4483e') && two.attrs.includes('#3f8f4f'), 'behind in red, ahead in green')
+    const target = Number(/<line class="target" data-value="2" x1="([\d.]+)"/.exec(svg)![1])
+    assert.ok(close(target, mid + two.width), 'the 2x target mark sits at the end of the 2x bar')
+  })
+
+  it('escapes XML and ends linear axes on a round step just past the largest value', () => {
+    assert.equal(escapeXml(`<a href="x">&'</a>`), '&lt;a href=&quot;x&quot;&gt;&amp;&apos;&lt;/a&gt;')
+    assert.deepEqual(niceAxis(1412), { end: 1500, step: 500 })
+    assert.deepEqual(niceAxis(284), { end: 300, step: 100 })
+    assert.deepEqual(niceAxis(10), { end: 10, step: 2 })
+    assert.deepEqual(niceAxis(0.03), { end: 0.03, step: 0.01 })
+    assert.deepEqual(niceAxis(0), { end: 1, step: 0.2 })
+  })
+})
+
+// ---- normalisation: small literal samples of each benchmark's shape ---------------------------------------
+
+const byMetric = (cs: Comparison[], metric: string) => {
+  const c = cs.find((x) => x.metric === metric)
+  assert.ok(c, `no comparison '${metric}' in ${cs.map((x) => x.metric).join(', ')}`)
+  return c
+}
+
+describe('normalisation of each benchmark', () => {
+  it('kernel: req/s against Fastify with the 2x target, min and max kept', () => {
+    const side = (rps: number) => ({ rps_median: rps, rps_min: rps - 100, rps_max: rps + 100, p99_ms_median: 4 })
+    const raw = { name: 'kernel', machine: { cpu: 'x', cores: 2, node: 'v20' }, sizes: { rounds: 3 }, results: {
+      get: { quarry: side(30000), node_http: side(20000), fastify: side(12000), ratio_vs_fastify: 2.5, ratio_vs_node_http: 1.5 },
+      post: { quarry: side(15000), node_http: side(12000), fastify: side(10000), ratio_vs_fastify: 1.5, ratio_vs_node_http: 1.25 },
+    } }
+    const n = normalise('kernel', raw)
+    const get = byMetric(n.comparisons, 'GET req/s vs Fastify')
+    assert.equal(get.ours, 30000)
+    assert.equal(get.baseline, 12000)
+    assert.equal(get.ratio, 2.5)
+    assert.equal(get.met, true)
+    assert.deepEqual(get.ours_range, [29900, 30100])
+    const post = byMetric(n.comparisons, 'POST req/s vs Fastify')
+    assert.equal(post.ratio, 1.5)
+    assert.equal(post.met, false)
+    assert.equal(byMetric(n.comparisons, 'POST req/s vs node:http').ratio, 1.25)
+    assert.equal(byMetric(n.comparisons, 'GET p99 latency vs Fastify').tracked, false)
+    assert.deepEqual(n.sizes, { rounds: 3 })
+  })
+
+  it('chunk and dedup: MB/s against their baselines', () => {
+    const chunk = normalise('chunk', { machine: {}, text: { chars: 1000, mb: 1 }, chunkSize: 1024, chunkOverlap: 128, rounds: 3,
+      quarry: { mbPerSec: 600, medianMs: 2, chunks: 10 }, langchain: { mbPerSec: 60, medianMs: 20, chunks: 11 }, ratio: 10 })
+    const c = byMetric(chunk.comparisons, 'recursive chunking MB/s')
+    assert.deepEqual([c.ours, c.baseline, c.ratio, c.higher_is_better], [600, 60, 10, true])
+    assert.equal(chunk.sizes.chunkSize, 1024)
+    const dedup = normalise('dedup', { machine: {}, corpus: { docs: 25 }, rounds: 3, quarry: { mbPerSec: 2, medianMs: 1 }, reference: { mbPerSec: 0.5, medianMs: 4 }, ratio: 4 })
+    assert.equal(byMetric(dedup.comparisons, 'SimHash-64 + MinHash-128 MB/s').ratio, 4)
+  })
+
+  it('parse: pool against pdf.js with the targets the benchmark states; CPU per page lower is better', () => {
+    const raw = {
+      machine: { cpu: 'x', cores: 2, node: 'v20', loadavgBefore: [1], loadavgAfter: [1] }, sizes: { pdfs: 4, pagesPerPdf: 15 },
+      pagesPerSec: { direct: 100, pool1: 95, pool2: 190 }, bestPagesPerSec: { direct: 110, pool1: 100, pool2: 200 },
+      cpuMsPerPage: { direct: 8, pool1: 10, pool2: 10 }, ratio: { pool1VsDirect: 0.95, pool2VsDirect: 1.9 },
+      bestRatio: { pool1VsDirect: 0.91, pool2VsDirect: 1.82 }, targets: { pool1VsDirect: 1, pool2VsDirect: 1.8 }, met: false,
+    }
+    const n = normalise('parse', raw)
+    const one = byMetric(n.comparisons, 'PDF pages/s, pool of 1 worker')
+    assert.deepEqual([one.ratio, one.target, one.met], [0.95, 1, false])
+    const two = byMetric(n.comparisons, 'PDF pages/s, pool of 2 workers')
+    assert.deepEqual([two.ratio, two.target, two.met], [1.9, 1.8, true])
+    const cpu = byMetric(n.comparisons, 'PDF CPU ms/page, pool of 1 worker')
+    assert.equal(cpu.higher_is_better, false)
+    assert.equal(cpu.ratio, 0.8) // 8 / 10: ours uses more CPU, so below 1
+  })
+
+  it('embed: throughput against the naive version and quality without a baseline; a missing data set skips', () => {
+    const tp = (ours: number, naive: number) => ({ docs: 500, rounds: 2, avg_doc_bytes: 1500, builtin_docs_per_sec: ours, builtin_mb_per_sec: 1, naive_docs_per_sec: naive, naive_mb_per_sec: 0.5, speedup: ours / naive })
+    const n = normalise('embed', { bench: 'embed', machine: {}, dimensions: 1024, sizes: { scifact: { docs: 5183, queries: 300 } },
+      quality: { scifact_ndcg10: 0.61, autorag_ko_ndcg10: 0.55 }, throughput: tp(3000, 1000), throughput_12kb: tp(400, 100) })
+    assert.equal(byMetric(n.comparisons, 'builtin embedder docs/s, SciFact abstracts').ratio, 3)
+    assert.equal(byMetric(n.comparisons, 'builtin embedder docs/s, 12 KB documents').ratio, 4)
+    const q = byMetric(n.comparisons, 'builtin embedder nDCG@10, SciFact (dense only)')
+    assert.deepEqual([q.ours, q.baseline, q.ratio], [0.61, null, null])
+    assert.equal(byMetric(n.comparisons, 'builtin embedder nDCG@10, autorag-ko (dense only)').ours, 0.55)
+    assert.equal(n.skipped, undefined)
+    const missing = normalise('embed', { bench: 'embed', machine: {}, error: 'SciFact not found under /nowhere' })
+    assert.equal(missing.skipped, 'SciFact not found under /nowhere')
+    assert.equal(missing.comparisons.length, 0)
+  })
+
+  it('ingest: documents/s with its target on the value, failures, and the time per stage as a series', () => {
+    const raw = { name: 'ingest', machine: {}, sizes: { documents: 16 }, target: 'at least 50 documents/s', results: {
+      documents_per_s: 40, mb_per_s: 0.4, seconds: 0.4, outcome: { indexed: 15, failed: 1, outdated: 0 }, chunks: 200,
+      stage_ms_per_doc: { validate: 1, parse: 30, chunk: 5, embed: 10 }, stage_share: {}, peak_rss_mb: 500,
+      baseline_documents_per_s: 20, ratio_vs_baseline: 2,
+    } }
+    const n = normalise('ingest', raw)
+    const d = byMetric(n.comparisons, 'documents/s, end to end')
+    assert.deepEqual([d.ours, d.baseline, d.ratio, d.target, d.target_of, d.met], [40, 20, 2, 50, 'value', false])
+    const failed = byMetric(n.comparisons, 'documents failed')
+    assert.deepEqual([failed.ours, failed.met], [1, false])
+    assert.equal(byMetric(n.comparisons, 'peak RSS').higher_is_better, false)
+    const stages = n.series.find((s) => s.id === 'ingest-stages')
+    assert.ok(stages)
+    assert.equal(stages.kind, 'stages')
+    assert.deepEqual(stages.groups.map((g) => [g.label, g.values['ms per document']]), [['validate', 1], ['parse', 30], ['chunk', 5], ['embed', 10]])
+  })
+
+  it('vectors: latencies against exact search as ratios above 1 when ours is faster, and percentile series', () => {
+    const lat = (p50: number, p99: number) => ({ p50_ms: p50, p99_ms: p99, mean_ms: p50 })
+    const raw = { bench: 'vectors', machine: {}, sizes: { n: 2000, dims: 64 },
+      build: { gen_ms: 100, upsert_ms: 500, graph_ready_ms: 800, snapshot_ms: 200 },
+      crash_restart: { reopen_ms: 10, graph_caught_up_ms: 50 }, memory: { rss_mb: 90 },
+      dense_top10: { hnsw: lat(0.5, 2), exact_bruteforce: lat(5, 6), speedup_p50: 10, recall_at_10: 0.98 },
+      sparse_top10: { inverted_index: lat(0.2, 1), exact_bruteforce: lat(3, 9), speedup_p50: 15, score_mismatches: 0 },
+      hybrid_top10: lat(0.8, 3),
+      multi_kb: { one_kb: { p50_ms: 1, p99_ms: 2 }, many_kbs: { p50_ms: 2.5, p99_ms: 5 }, ratio_p50: 2.5 },
+    }
+    const n = normalise('vectors', raw)
+    const dense = byMetric(n.comparisons, 'dense top-10 p50')
+    assert.deepEqual([dense.ours, dense.baseline, dense.ratio, dense.higher_is_better], [0.5, 5, 10, false])
+    assert.equal(byMetric(n.comparisons, 'sparse top-10 p50').ratio, 15)
+    assert.equal(byMetric(n.comparisons, 'sparse score mismatches vs exact').met, true)
+    assert.equal(byMetric(n.comparisons, 'hybrid p50, 10 KBs vs 1 KB').ratio, 0.4)
+    const latency = n.series.find((s) => s.id === 'vectors-latency')
+    assert.ok(latency)
+    assert.deepEqual(latency.groups.find((g) => g.label === 'sparse, exact')?.values, { p50: 3, p99: 9 })
+    const build = n.series.find((s) => s.id === 'vectors-build')
+    assert.equal(build?.groups.find((g) => g.label === 'graph catch-up')?.values.ms, 300)
+  })
+
+  it('search: overhead and 10-KB targets turned into ratio targets, latency per scenario', () => {
+    const low = (e2e: number, index: number) => ({ e2e_http: { p50_ms: e2e, p99_ms: e2e * 2, mean_ms: e2e }, baseline_direct_store: { index_p50_ms: index, total_p50_ms: index + 0.5 },
+      breakdown_mean_ms: { query_encoding: 0.2, vector_index: index, fusion_pooling_results: 0.3, json_stringify: 0.1, http_routing_validation_client: 0.4 } })
+    const load = (qps: number, p50: number, p99: number) => ({ qps, p50_ms: p50, p99_ms: p99, requests: 100, rounds: { qps: { median: qps, min: qps - 10, max: qps + 10 } } })
+    const raw = {
+      bench: 'search', machine: {}, sizes: { chunks: 2000, connections: 16 }, build: { reused: false },
+      load: { 'hybrid 1 KB': load(400, 10, 30), 'hybrid 10 KBs': load(150, 25, 60), 'similarity 1 KB': load(800, 5, 12), 'similarity 10 KBs': load(500, 8, 20) },
+      one_connection: { 'hybrid 1 KB': low(5, 4.5), 'hybrid 10 KBs': low(10, 7), 'similarity 1 KB': low(2, 1.5), 'similarity 10 KBs': low(4, 3.6) },
+      ten_over_one: { hybrid: { load_p50: 2.5 }, similarity: { load_p50: 1.6 } },
+      targets: { overhead_max_share: 0.2, ten_over_one_max: 2 },
+    }
+    const n = normalise('search', raw)
+    const over = byMetric(n.comparisons, 'hybrid 1 KB: p50, HTTP vs index only (1 conn.)')
+    assert.deepEqual([over.ours, over.baseline, over.ratio, over.target, over.met], [5, 4.5, 0.9, 0.8, true])
+    assert.equal(byMetric(n.comparisons, 'hybrid 10 KBs: p50, HTTP vs index only (1 conn.)').met, false) // 7 / 10 = 0.7
+    const hybrid = byMetric(n.comparisons, 'hybrid: p50 under load, 10 KBs vs 1 KB')
+    assert.deepEqual([hybrid.ours, hybrid.baseline, hybrid.ratio, hybrid.target, hybrid.met], [25, 10, 0.4, 0.5, false])
+    assert.equal(byMetric(n.comparisons, 'similarity: p50 under load, 10 KBs vs 1 KB').met, true) // 5 / 8 = 0.625
+    assert.deepEqual(byMetric(n.comparisons, 'similarity 1 KB: QPS under load').ours_range, [790, 810])
+    const latency = n.series.find((s) => s.id === 'search-latency')
+    assert.ok(latency)
+    assert.equal(latency.kind, 'percentiles')
+    assert.deepEqual(latency.groups.map((g) => [g.label, g.values.p50, g.values.p99]), [['hybrid 1 KB', 10, 30], ['hybrid 10 KBs', 25, 60], ['similarity 1 KB', 5, 12], ['similarity 10 KBs', 8, 20]])
+    assert.ok(n.series.some((s) => s.id === 'search-breakdown'))
+  })
+
+  it('orama: our in-process search against the better Orama configuration on each figure', () => {
+    const engine = (qps: [number, number, number], ndcg: [number, number, number], build: number, rss: number) => ({
+      build_seconds: build, memory: { rss_mib: rss, heap_used_mib: 1, external_mib: 1 },
+      ndcg_at_10: { keyword: ndcg[0], vector: ndcg[1], hybrid: ndcg[2] }, qps: { keyword: qps[0], vector: qps[1], hybrid: qps[2] },
+      qps_rounds: { keyword: [qps[0] - 1, qps[0] + 1], vector: [qps[1]], hybrid: [qps[2]] },
+    })
+    const raw = { name: 'orama', machine: {}, sizes: { documents: 300 }, results: {
+      quarry: engine([3000, 1200, 240], [0.88, 0.72, 0.78], 2, 24),
+      orama: engine([30, 160, 20], [0.49, 0.72, 0.72], 2.5, 33),
+      'orama (stemmed)': engine([100, 40, 96], [0.75, 0.72, 0.8], 2.2, 37),
+    } }
+    const n = normalise('orama', raw)
+    const hybrid = byMetric(n.comparisons, 'hybrid queries/s vs Orama')
+    assert.deepEqual([hybrid.baseline, hybrid.baseline_name, hybrid.ratio, hybrid.target, hybrid.met], [96, 'orama (stemmed)', 2.5, 2, true])
+    assert.deepEqual(byMetric(n.comparisons, 'keyword queries/s vs Orama').ours_range, [2999, 3001])
+    assert.equal(byMetric(n.comparisons, 'vector queries/s vs Orama').baseline, 160)
+    const q = byMetric(n.comparisons, 'hybrid nDCG@10 vs Orama')
+    assert.deepEqual([q.baseline, q.ratio, q.met], [0.8, 0.975, false])
+    const build = byMetric(n.comparisons, 'index build time vs Orama')
+    assert.deepEqual([build.baseline, build.ratio], [2.2, 1.1])
+    assert.equal(normalise('orama', { name: 'orama', skipped: 'no data set at /x' }).skipped, 'no data set at /x')
+  })
+
+  it('an unknown shape still yields its latency percentiles, and missing fields become notes, not crashes', () => {
+    const n = normalise('newbench', { sizes: { n: 1 }, cases: [{ label: 'fast', p50_ms: 1, p99_ms: 3 }], other: { deep: { p50_ms: 2, p99_ms: 4 } } })
+    assert.equal(n.series.length, 1)
+    assert.deepEqual(n.series[0].groups.map((g) => g.label), ['cases / fast', 'other / deep'])
+    assert.equal(n.series[0].id, 'newbench-latency')
+    const empty = normalise('chunk', { machine: {} })
+    assert.equal(empty.comparisons.length, 0)
+    assert.ok(empty.notes.some((x) => x.includes('recursive chunking MB/s')))
+  })
+
+  it('orients ratios so that above 1 means ours is ahead, whichever way the metric goes', () => {
+    assert.equal(comparison('t', 200, 100, { unit: 'x/s' }).ratio, 2)
+    assert.equal(comparison('l', 2, 8, { unit: 'ms', higher_is_better: false }).ratio, 4)
+    assert.equal(comparison('z', 0, 8, { unit: 'ms', higher_is_better: false }).ratio, null)
+    const v = comparison('v', 45, null, { unit: 'docs/s', target: 50 })
+    assert.deepEqual([v.ratio, v.target_of, v.met], [null, 'value', false])
+  })
+})
+
+// ---- compare ------------------------------------------------------------------------------------------
+
+function bench(name: string, comparisons: Comparison[], sizes: Record<string, unknown> = { n: 1 }): NormalisedBench {
+  return { name, status: 'ok', seconds: 1, sizes, comparisons, series: [], notes: [] }
+}
+
+function suite(benchmarks: NormalisedBench[], mode: SuiteResult['mode'] = 'quick'): SuiteResult {
+  return { format: 1, started_at: '2025-01-01T00:00:00.000Z', seconds: 1, mode, machine: { cpu: 'cpu' }, git_revision: null, benchmarks, raw: {} }
+}
+
+const cmp = (metric: string, ours: number, baseline: number | null, o: Partial<Comparison> = {}): Comparison =>
+  comparison(metric, ours, baseline, { unit: 'u', higher_is_better: o.higher_is_better, tracked: o.tracked })
+
+describe('compare', () => {
+  const before = suite([bench('a', [
+    cmp('falls 20%', 100, 10), cmp('falls 5%', 100, 10), cmp('rises 30%', 100, 10),
+    cmp('rss', 100, null, { higher_is_better: false }), cmp('noisy', 100, 10, { tracked: false }), cmp('gone', 1, 1),
+  ])])
+  const after = suite([bench('a', [
+    cmp('falls 20%', 80, 10), cmp('falls 5%', 95, 10), cmp('rises 30%', 130, 10),
+    cmp('rss', 115, null, { higher_is_better: false }), cmp('noisy', 10, 10, { tracked: false }), cmp('new', 1, 1),
+  ])])
+
+  it('flags a tracked metric worse by more than the margin, and not an improvement or a small change', () => {
+    const r = compareSuites(before, after, 0.1)
+    const status = Object.fromEntries(r.rows.map((x) => [x.metric, x.status]))
+    assert.deepEqual(status, { 'falls 20%': 'regressed', 'falls 5%': 'same', 'rises 30%': 'improved', rss: 'regressed', noisy: 'untracked', new: 'new', gone: 'missing' })
+    assert.deepEqual(r.regressions.map((x) => x.metric).sort(), ['falls 20%', 'rss'])
+    const fall = r.rows.find((x) => x.metric === 'falls 20%')!
+    assert.deepEqual([fall.basis, fall.before, fall.after, fall.change], ['ratio', 10, 8, -0.2])
+    const rss = r.rows.find((x) => x.metric === 'rss')!
+    assert.deepEqual([rss.basis, rss.change], ['value', -0.15])
+    const table = formatCompareTable(r)
+    assert.match(table, /falls 20%.*REGRESSED/)
+    assert.match(table, /2 tracked metric\(s\) regressed by more than 10 %/)
+  })
+
+  it('takes the margin it is given', () => {
+    const r = compareSuites(before, after, 0.25)
+    assert.deepEqual(r.regressions.map((x) => x.metric), [])
+    assert.equal(r.rows.find((x) => x.metric === 'falls 20%')!.status, 'same')
+    assert.match(formatCompareTable(r), /no tracked metric regressed by more than 25 %/)
+  })
+
+  it('does not gate on runs of different sizes or modes, and says so', () => {
+    const bigger = suite([bench('a', [cmp('falls 20%', 80, 10)], { n: 2 })])
+    const r = compareSuites(suite([bench('a', [cmp('falls 20%', 100, 10)])]), bigger)
+    assert.equal(r.regressions.length, 0)
+    assert.equal(r.rows[0].status, 'sizes differ')
+    assert.ok(r.warnings.some((w) => w.includes('sizes differ')))
+    const smoke = compareSuites(suite([bench('a', [cmp('falls 20%', 100, 10)])], 'full'), suite([bench('a', [cmp('falls 20%', 50, 10)])], 'smoke'))
+    assert.equal(smoke.regressions.length, 0)
+  })
+
+  it('measures change in the good direction, from zero as beyond any margin', () => {
+    assert.equal(relativeChange(10, 12, true), 0.2)
+    assert.equal(relativeChange(10, 12, false), -0.2)
+    assert.equal(relativeChange(0, 0, false), 0)
+    assert.equal(relativeChange(0, 1, false), -Infinity)
+    const r = compareSuites(suite([bench('a', [cmp('failures', 0, null, { higher_is_better: false })])]), suite([bench('a', [cmp('failures', 2, null, { higher_is_better: false })])]))
+    assert.equal(r.regressions.length, 1)
+    assert.equal(r.rows[0].change, null)
+  })
+})
+
+describe('report', () => {
+  it('writes Markdown that links every chart it draws, with well-formed SVG files', () => {
+    const s = suite([
+      bench('ingest', [cmp('documents/s, end to end', 40, 20)]),
+      { ...bench('search', [cmp('hybrid 1 KB: p50, HTTP vs index only (1 conn.)', 5, 4.5, { higher_is_better: false })]),
+        series: [{ id: 'search-latency', title: 'Search latency', unit: 'ms', kind: 'percentiles', groups: [{ label: 'hybrid 1 KB', values: { p50: 10, p99: 30 } }] }] },
+      { ...bench('kernel', []), status: 'failed', error: 'wrk is not installed' },
+    ])
+    const files = renderReport(s, 'stem')
+    const md = files[0]
+    assert.equal(md.name, 'stem.md')
+    const svgs = files.slice(1)
+    assert.deepEqual(svgs.map((f) => f.name), ['stem-ratios.svg', 'stem-search-latency.svg'])
+    for (const f of svgs) {
+      assertWellFormed(f.content)
+      assert.ok(md.content.includes(`](${f.name})`), `${f.name} is linked`)
+    }
+    assert.match(md.content, /\| kernel \| failed: wrk is not installed \|/)
+    assert.match(md.content, /\| ingest \| documents\/s, end to end \| 40 \| 20 .*\| 2x \|/)
+    // The ratio chart holds one bar per comparison with a baseline.
+    assert.equal(bars(svgs[0].content).length, 2)
+  })
+})
