@@ -64,10 +64,10 @@ function machine() {
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 
-export async function run(opts: { quick: boolean }): Promise<Record<string, unknown>> {
+export async function run(opts: { quick: boolean; bytes?: number; rounds?: number }): Promise<Record<string, unknown>> {
   const { RecursiveCharacterTextSplitter } = await import('@langchain/textsplitters')
-  const bytes = opts.quick ? 1_000_000 : 5_000_000
-  const rounds = opts.quick ? 3 : 5
+  const bytes = opts.bytes ?? (opts.quick ? 1_000_000 : 5_000_000)
+  const rounds = opts.rounds ?? (opts.quick ? 3 : 5)
   const chunkSize = 1024
   const chunkOverlap = 128
   const text = generateProse(bytes)

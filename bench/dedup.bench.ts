@@ -57,10 +57,10 @@ export function referenceMinhash(text: string, permutations: number, k: number):
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 
-export async function run(opts: { quick: boolean }): Promise<Record<string, unknown>> {
-  const total = opts.quick ? 500_000 : 2_000_000
+export async function run(opts: { quick: boolean; chars?: number; rounds?: number }): Promise<Record<string, unknown>> {
+  const total = opts.chars ?? (opts.quick ? 500_000 : 2_000_000)
   const docChars = 20_000
-  const rounds = opts.quick ? 3 : 5
+  const rounds = opts.rounds ?? (opts.quick ? 3 : 5)
   const corpus = generateProse(total, 7)
   const docs: string[] = []
   for (let i = 0; i < corpus.length; i += docChars) docs.push(corpus.slice(i, i + docChars))

@@ -189,7 +189,7 @@ const ABLATIONS: [string, Partial<HashFeatureParams>][] = [
   ['Korean: no eojeol runs', { syllableRun: 0 }],
 ]
 
-export async function run(opts: { quick: boolean; ablate?: boolean }) {
+export async function run(opts: { quick: boolean; ablate?: boolean; quality?: boolean; docs?: number; rounds?: number }) {
   const machine = { cpu: os.cpus()[0]?.model ?? 'unknown', cores: os.cpus().length, node: process.version }
   const result: Record<string, unknown> = { bench: 'embed', machine, dimensions: DIMENSIONS, features: FEATURES }
   const scifact = loadDataset('scifact')
@@ -206,16 +206,17 @@ export async function run(opts: { quick: boolean; ablate?: boolean }) {
     scifact: { docs: scifact.docs.length, queries: scifact.queries.length },
     ...(korean ? { autorag_ko: { docs: korean.docs.length, queries: korean.queries.length } } : {}),
   }
-  result.quality = qualityOf(FEATURES)
+  if (opts.quality !== false) result.quality = qualityOf(FEATURES)
   if (opts.ablate) {
     result.ablations = ABLATIONS.map(([label, change]) => ({ label, ...qualityOf({ ...FEATURES, ...change }) }))
   }
-  const sample = opts.quick ? scifact.docs.slice(0, 500) : scifact.docs.slice(0, 2000)
-  result.throughput = throughput(sample, opts.quick ? 2 : 5)
+  const sample = scifact.docs.slice(0, opts.docs ?? (opts.quick ? 500 : 2000))
+  const rounds = opts.rounds ?? (opts.quick ? 2 : 5)
+  result.throughput = throughput(sample, rounds)
   // Ingestion documents are 5-20 KB: eight abstracts joined make one of about 12 KB.
   const long: string[] = []
   for (let i = 0; i + 8 <= sample.length; i += 8) long.push(sample.slice(i, i + 8).join('\n\n'))
-  result.throughput_12kb = throughput(long, opts.quick ? 2 : 5)
+  result.throughput_12kb = throughput(long, rounds)
   return result
 }
 

@@ -11,6 +11,11 @@ const SERVERS: Server[] = ['quarry', 'node', 'fastify']
 
 export interface KernelBenchOptions {
   quick: boolean
+  /** Alternating rounds (default 3 quick, 5 full) and seconds of load per round (default 3 quick, 10 full). */
+  rounds?: number
+  seconds?: number
+  /** Seconds of warm-up per server and route (default 1). */
+  warmup?: number
 }
 
 interface Sample { rps: number; p99ms: number }
@@ -55,8 +60,9 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 
 export async function run(opts: KernelBenchOptions = { quick: true }) {
   const wrk = wrkPath()
-  const rounds = opts.quick ? 3 : 5
-  const seconds = opts.quick ? 3 : 10
+  const rounds = opts.rounds ?? (opts.quick ? 3 : 5)
+  const seconds = opts.seconds ?? (opts.quick ? 3 : 10)
+  const warmup = opts.warmup ?? 1
   const dir = mkdtempSync(join(tmpdir(), 'quarry-bench-'))
   const postScript = join(dir, 'post.lua')
   writeFileSync(postScript, `wrk.method = "POST"\nwrk.body = '{"name":"quarry","count":21,"tags":["a","b"]}'\nwrk.headers["Content-Type"] = "application/json"\n`)
@@ -68,8 +74,8 @@ export async function run(opts: KernelBenchOptions = { quick: true }) {
     await sleep(300)
     // Warm-up: every server, both routes.
     for (const s of SERVERS) {
-      runWrk(wrk, `http://127.0.0.1:${ports[s]}/ping`, 1)
-      runWrk(wrk, `http://127.0.0.1:${ports[s]}/echo`, 1, postScript)
+      runWrk(wrk, `http://127.0.0.1:${ports[s]}/ping`, warmup)
+      runWrk(wrk, `http://127.0.0.1:${ports[s]}/echo`, warmup, postScript)
     }
     const samples: Record<string, Record<Server, Sample[]>> = { get: { quarry: [], node: [], fastify: [] }, post: { quarry: [], node: [], fastify: [] } }
     for (let round = 0; round < rounds; round++) {

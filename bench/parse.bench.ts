@@ -71,12 +71,12 @@ async function timed(fn: () => Promise<number>): Promise<Sample> {
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 const round = (x: number, d = 2) => Math.round(x * 10 ** d) / 10 ** d
 
-export async function run(opts: { quick: boolean }): Promise<ParseBenchResult> {
+export async function run(opts: { quick: boolean; pdfs?: number; pagesPerPdf?: number; rounds?: number }): Promise<ParseBenchResult> {
   const loadavgBefore = os.loadavg().map((l) => round(l))
-  const pdfCount = opts.quick ? 4 : 8
-  const pagesPerPdf = opts.quick ? 15 : 30
+  const pdfCount = opts.pdfs ?? (opts.quick ? 4 : 8)
+  const pagesPerPdf = opts.pagesPerPdf ?? (opts.quick ? 15 : 30)
   const linesPerPage = 40
-  const rounds = opts.quick ? 3 : 5
+  const rounds = opts.rounds ?? (opts.quick ? 3 : 5)
   const pdfs: Uint8Array[] = []
   for (let d = 0; d < pdfCount; d++) {
     pdfs.push(await makePdf({ title: `Bench ${d}`, pages: Array.from({ length: pagesPerPdf }, (_, p) => proseLines(d * pagesPerPdf + p, linesPerPage)) }))

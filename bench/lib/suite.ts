@@ -17,28 +17,23 @@ const quickUnlessFull = (mode: SuiteMode) => ({ quick: mode !== 'full' })
 export const SUITE: readonly SuiteEntry[] = [
   {
     name: 'kernel', file: 'kernel.bench.ts', what: 'HTTP kernel req/s vs node:http and Fastify 5 (wrk)',
-    options: quickUnlessFull,
-    smokeGap: 'kernel.bench.ts run() takes no rounds/seconds: smoke runs its quick size (3 rounds x 3 s x 3 servers x 2 routes)',
+    options: (mode) => (mode === 'smoke' ? { quick: true, rounds: 1, seconds: 1, warmup: 1 } : quickUnlessFull(mode)),
   },
   {
     name: 'chunk', file: 'chunk.bench.ts', what: 'recursive chunking MB/s vs LangChain',
-    options: quickUnlessFull,
-    smokeGap: 'chunk.bench.ts run() takes no text size/rounds: smoke runs its quick size (1 MB, 3 rounds)',
+    options: (mode) => (mode === 'smoke' ? { quick: true, bytes: 200_000, rounds: 1 } : quickUnlessFull(mode)),
   },
   {
     name: 'dedup', file: 'dedup.bench.ts', what: 'SimHash + MinHash MB/s vs a string-based reference',
-    options: quickUnlessFull,
-    smokeGap: 'dedup.bench.ts run() takes no corpus size/rounds: smoke runs its quick size (0.5 M chars, 3 rounds)',
+    options: (mode) => (mode === 'smoke' ? { quick: true, chars: 100_000, rounds: 1 } : quickUnlessFull(mode)),
   },
   {
     name: 'parse', file: 'parse.bench.ts', what: 'PDF pages/s through the compute pool vs pdf.js in the main thread',
-    options: quickUnlessFull,
-    smokeGap: 'parse.bench.ts run() takes no PDF count/pages/rounds: smoke runs its quick size (4 PDFs x 15 pages, 3 rounds)',
+    options: (mode) => (mode === 'smoke' ? { quick: true, pdfs: 2, pagesPerPdf: 4, rounds: 1 } : quickUnlessFull(mode)),
   },
   {
     name: 'embed', file: 'embed.bench.ts', what: 'builtin embedder docs/s vs a naive implementation, and nDCG@10',
-    options: quickUnlessFull,
-    smokeGap: 'embed.bench.ts run() takes no document/query counts: smoke runs its quick size (all of SciFact for quality, 500 docs x 2 rounds)',
+    options: (mode) => (mode === 'smoke' ? { quick: true, quality: false, docs: 80, rounds: 1 } : quickUnlessFull(mode)),
   },
   {
     name: 'vectors', file: 'vectors.bench.ts', what: 'embedded vector store: HNSW and inverted index vs exact search',
