@@ -40,10 +40,11 @@ interface Entry {
 }
 
 /**
- * Signature rows stamped in the last moments are read again, so a write that commits a little after its
- * timestamp (now() is the statement's start) is not missed. Signatures are written by single statements.
+ * Sequence numbers are taken when a row is written but become visible when it commits, which can be in a
+ * different order across concurrent writers: the last REREAD numbers are read again (more than the writers
+ * that can be in flight at once), so a late commit is not missed.
  */
-const REREAD_MS = 2_000
+const REREAD = 16
 
 /**
  * The signatures of each KB, held in memory and refreshed incrementally from SQL (rows created since the last
@@ -52,17 +53,17 @@ const REREAD_MS = 2_000
  * database (still indexed) before it counts, and entries found stale are dropped.
  */
 export class SignatureIndex {
-  private readonly kbs = new Map<string, { entries: Map<string, Entry>; seen: number }>()
+  private readonly kbs = new Map<string, { entries: Map<string, Entry & { seq: number }>; seen: number }>()
 
   private async refresh(db: SqlRunner, kbId: string): Promise<Map<string, Entry>> {
     let kb = this.kbs.get(kbId)
     if (!kb) this.kbs.set(kbId, (kb = { entries: new Map(), seen: 0 }))
-    const since = new Date(Math.max(0, kb.seen - REREAD_MS)).toISOString()
-    const rows = await db.query<{ doc_id: string; simhash: string; minhash: Uint8Array; title: string; created_at: string }>(
-      'SELECT doc_id, simhash, minhash, title, created_at FROM dedup_signatures WHERE kb_id = $1 AND created_at >= $2', [kbId, since])
+    const rows = await db.query<{ doc_id: string; simhash: string; minhash: Uint8Array; title: string; seq: number }>(
+      'SELECT doc_id, simhash, minhash, title, seq FROM dedup_signatures WHERE kb_id = $1 AND seq > $2', [kbId, Math.max(0, kb.seen - REREAD)])
     for (const r of rows) {
-      kb.entries.set(r.doc_id, { simhash: r.simhash, minhash: toLanes(r.minhash), title: r.title })
-      kb.seen = Math.max(kb.seen, Date.parse(r.created_at))
+      if (kb.entries.get(r.doc_id)?.seq === r.seq) continue
+      kb.entries.set(r.doc_id, { simhash: r.simhash, minhash: toLanes(r.minhash), title: r.title, seq: r.seq })
+      if (r.seq > kb.seen) kb.seen = r.seq
     }
     return kb.entries
   }
@@ -157,18 +158,33 @@ export async function compare(
   return { verdict: 'unique' }
 }
 
-/** Replaces the document's signature row and band keys, in one statement. */
-export async function storeSignatures(db: SqlRunner, kbId: string, docId: string, sig: Signatures, chunkCount: number): Promise<void> {
-  await db.query(
+export interface IndexedFields {
+  chunk_count: number
+  embedding_model: string
+  title: string
+  doc_type: string
+}
+
+/**
+ * The end of a successful ingest in one statement: the document's signature row and band keys replaced,
+ * and the document moved running -> indexed (compare-and-set). False when the document left `running`
+ * meanwhile; the signatures written then are removed by the caller's clean-up.
+ */
+export async function finishIndexed(db: SqlRunner, kbId: string, docId: string, sig: Signatures, f: IndexedFields): Promise<boolean> {
+  const rows = await db.query(
     `WITH old_bands AS (DELETE FROM dedup_bands WHERE doc_id = $1),
           sig AS (
             INSERT INTO dedup_signatures (doc_id, kb_id, simhash, minhash, title, chunk_count) VALUES ($1, $2, $3, $4, $5, $6)
             ON CONFLICT (doc_id) DO UPDATE SET simhash = EXCLUDED.simhash, minhash = EXCLUDED.minhash, title = EXCLUDED.title,
-              chunk_count = EXCLUDED.chunk_count, created_at = now()
-            RETURNING doc_id)
-     INSERT INTO dedup_bands (kb_id, band, doc_id) SELECT $2, b, sig.doc_id FROM sig, unnest($7::text[]) AS b ON CONFLICT DO NOTHING`,
-    [docId, kbId, sig.simhash, toBytes(sig.minhash), sig.title, chunkCount, sig.bands],
+              chunk_count = EXCLUDED.chunk_count, created_at = now(), seq = nextval(pg_get_serial_sequence('dedup_signatures', 'seq'))
+            RETURNING doc_id),
+          bands AS (INSERT INTO dedup_bands (kb_id, band, doc_id) SELECT $2, b, sig.doc_id FROM sig, unnest($7::text[]) AS b ON CONFLICT DO NOTHING)
+     UPDATE documents SET status = 'indexed', updated_at = now(), heartbeat_at = NULL, chunk_count = $6, embedding_model = $8, title = $9,
+       doc_type = $10, last_error = NULL, duplicate_of = NULL
+     WHERE doc_id = $1 AND status = 'running' RETURNING doc_id`,
+    [docId, kbId, sig.simhash, toBytes(sig.minhash), sig.title, f.chunk_count, sig.bands, f.embedding_model, f.title, f.doc_type],
   )
+  return rows.length > 0
 }
 
 export async function dropSignatures(db: SqlRunner, docId: string): Promise<void> {

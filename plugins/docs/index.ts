@@ -29,7 +29,7 @@ export default definePlugin<DocsPlugin & { close(): Promise<void> }>({
       taskTimeoutMs: settings.compute.task_timeout_sec * 1000,
       maxOldGenerationSizeMb: settings.compute.worker_memory_mb,
     })
-    const processor = createProcessor({ adapters, pool, kbs, repo: service.repo, settings, log: ctx.log, promoteDuplicates: service.promoteDuplicates })
+    const processor = createProcessor({ adapters, pool, repo: service.repo, settings, log: ctx.log, promoteDuplicates: service.promoteDuplicates })
     const consume = ctx.mode === 'worker' || settings.queue_worker.enabled
     let worker: Worker | null = null
     if (consume) {

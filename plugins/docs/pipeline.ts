@@ -7,10 +7,9 @@ import { chunkSemantic } from '../../compute/chunk/index.ts'
 import { unpackSparse } from '../../compute/text/sparse.ts'
 import type { Chunk, DocType } from '../../compute/types.ts'
 import type { Settings } from '../../kernel/config/schema.ts'
-import { AppError } from '../../kernel/errors.ts'
 import type { Logger } from '../../kernel/log.ts'
-import type { KbService } from '../kb/service.ts'
-import { compare, dropSignatures, SignatureIndex, storeSignatures, type FinalVerdict } from './dedup.ts'
+import { compare, dropSignatures, finishIndexed, SignatureIndex, type FinalVerdict } from './dedup.ts'
+import { effectiveKbSettings } from '../../kernel/config/kb-settings.ts'
 import { docTypeOf } from './formats.ts'
 import type { DocRepo, DocumentRecord } from './repo.ts'
 import type { DocEvent } from './service.ts'
@@ -47,14 +46,13 @@ export const parentId = (docId: string, level: number, index: number) => `${docI
 export function createProcessor(deps: {
   adapters: Adapters
   pool: ComputePool
-  kbs: KbService
   repo: DocRepo
   settings: Readonly<Settings>
   log: Logger
   /** Queues again the documents kept out of the index as duplicates of a document going away. */
   promoteDuplicates(docId: string): Promise<number>
 }): Processor & { metrics: PipelineMetrics } {
-  const { adapters, pool, kbs, repo, settings, log } = deps
+  const { adapters, pool, repo, settings, log } = deps
   const { sql, objects, vectors, embedder } = adapters
   const metrics: PipelineMetrics = { documents: 0, indexed: 0, failed: 0, skipped: 0, bytes: 0, chunks: 0, stageMs: Object.fromEntries(STAGES.map((s) => [s, 0])) as Record<Stage, number> }
   const builtin = embedder.name === 'builtin'
@@ -76,7 +74,7 @@ export function createProcessor(deps: {
     return embedder.embed(texts, { signal })
   }
 
-  async function ingest(doc: DocumentRecord, _event: Extract<DocEvent, { op: 'ingest' }>, signal: AbortSignal): Promise<void> {
+  async function ingest(doc: DocumentRecord & { kb_overrides: Record<string, unknown> | null }, _event: Extract<DocEvent, { op: 'ingest' }>, signal: AbortSignal): Promise<void> {
     metrics.documents++
     const kbId = doc.kb_id
     const docId = doc.doc_id
@@ -87,9 +85,8 @@ export function createProcessor(deps: {
         if (!doc.storage_key) throw new Error('the document has no stored file')
         const type = (doc.doc_type as DocType | null) ?? docTypeOf(doc.source)
         if (!type) throw new Error(`unsupported file format: ${doc.source}`)
-        const cfg = await kbs.effectiveSettings(kbId).catch((err: unknown) => {
-          throw err instanceof AppError && err.status === 404 ? new Superseded() : err
-        })
+        // The claim brought the KB's overrides along: no settings query per document.
+        const cfg = effectiveKbSettings(settings as Settings, doc.kb_overrides ?? {})
         const stream = await objects.get(doc.storage_key)
         const parts: Buffer[] = []
         let size = 0
@@ -204,11 +201,14 @@ export function createProcessor(deps: {
             Array.from({ length: 11 }, (_, col) => rows.map((r) => r[col])),
           )
         }
-        if (signatures) await storeSignatures(sql, kbId, docId, signatures, seg.chunks.length)
-        else if (reindex) await dropSignatures(sql, docId)
-        const moved = await repo.transition(docId, ['running'], 'indexed', {
-          chunk_count: seg.chunks.length, embedding_model: embedder.model, title, doc_type: parsed.doc_type, last_error: null, duplicate_of: null,
-        })
+        const fields = { chunk_count: seg.chunks.length, embedding_model: embedder.model, title, doc_type: parsed.doc_type }
+        let moved: boolean
+        if (signatures) {
+          moved = await finishIndexed(sql, kbId, docId, signatures, fields)
+        } else {
+          if (reindex) await dropSignatures(sql, docId)
+          moved = (await repo.transition(docId, ['running'], 'indexed', { ...fields, last_error: null, duplicate_of: null })) !== null
+        }
         if (!moved) throw new Superseded()
         if (verdict.verdict === 'similar') {
           const old = await repo.transition(verdict.match, ['indexed'], 'outdated', { duplicate_of: docId })

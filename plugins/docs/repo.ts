@@ -84,12 +84,14 @@ export function createDocRepo(db: SqlRunner) {
      * A new row in `status`; null when (kb_id, source) exists already (an earlier or concurrent upload).
      * Throws DOC_KB_MISSING when the KB does not exist (the foreign key says so: no look-up before).
      */
-    async insert(doc: { doc_id: string; kb_id: string; source: string; status: DocStatus; title: string; source_type: string; doc_type: string | null; connector_id?: string | null; source_uri?: string | null; content_type?: string | null }): Promise<DocumentRecord | null> {
+    async insert(doc: { doc_id: string; kb_id: string; source: string; status: DocStatus; title: string; source_type: string; doc_type: string | null; connector_id?: string | null; source_uri?: string | null; content_type?: string | null; storage_key?: string | null; file_size?: number | null; etag?: string | null; pending_op?: PendingOp | null }): Promise<DocumentRecord | null> {
       try {
         const rows = await db.query<DocumentRecord>(
-          `INSERT INTO documents (doc_id, kb_id, source, status, title, source_type, doc_type, connector_id, source_uri, content_type, heartbeat_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8::uuid, $9, $10, now()) RETURNING ${COLUMNS}`,
-          [doc.doc_id, doc.kb_id, doc.source, doc.status, doc.title, doc.source_type, doc.doc_type, doc.connector_id ?? null, doc.source_uri ?? null, doc.content_type ?? null],
+          `INSERT INTO documents (doc_id, kb_id, source, status, title, source_type, doc_type, connector_id, source_uri, content_type,
+             storage_key, file_size, etag, pending_op, heartbeat_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8::uuid, $9, $10, $11, $12, $13, $14, now()) RETURNING ${COLUMNS}`,
+          [doc.doc_id, doc.kb_id, doc.source, doc.status, doc.title, doc.source_type, doc.doc_type, doc.connector_id ?? null, doc.source_uri ?? null,
+            doc.content_type ?? null, doc.storage_key ?? null, doc.file_size ?? null, doc.etag ?? null, doc.pending_op ?? null],
         )
         return rows[0]
       } catch (err) {
@@ -111,6 +113,20 @@ export function createDocRepo(db: SqlRunner) {
       const rows = await db.query<DocumentRecord>(
         `UPDATE documents SET ${sets.join(', ')} WHERE doc_id = $1 AND status = ANY($2::text[]) RETURNING ${COLUMNS}`,
         params,
+      )
+      return rows[0] ?? null
+    },
+
+    /**
+     * The worker's claim: pending -> running, returning the record and the KB's settings overrides in the
+     * same statement (one round trip on the hot path). Null when the document is not pending.
+     */
+    async claimIngest(docId: string): Promise<(DocumentRecord & { kb_overrides: Record<string, unknown> | null }) | null> {
+      const rows = await db.query<DocumentRecord & { kb_overrides: Record<string, unknown> | null }>(
+        `UPDATE documents SET status = 'running', updated_at = now(), heartbeat_at = now(), last_error = NULL
+         WHERE doc_id = $1 AND status = 'pending'
+         RETURNING ${COLUMNS}, (SELECT o.overrides FROM kb_settings_overrides o WHERE o.kb_id = documents.kb_id) AS kb_overrides`,
+        [docId],
       )
       return rows[0] ?? null
     },

@@ -81,9 +81,12 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
     new AppError('FILE_TOO_LARGE', 422, `File '${filename}' is larger than the ${formatBytes(maxBytes)} limit (ingestion.max_file_size_mb)`)
 
   /**
-   * Stores one uploaded file and queues it: claim the row (409 while active), stream to object storage
-   * (422 over the cap, 502 when storage fails: the claim is undone), then pending + queued (503 if the
-   * queue is down: the document is marked failed with the reason, so a reindex can retry it).
+   * Stores one uploaded file and queues it. The file goes to object storage first (422 over the cap, 502 when
+   * storage fails: no row was written), then one statement inserts the row as `pending`; a name that exists
+   * already moves its row from a stable state to `pending` instead (409 while active; the loser of a race
+   * deletes its file). The queue comes last (503 if it is down: the document is marked failed with the
+   * reason, so a reindex can retry it). A crash between storing and inserting leaves an unreferenced file,
+   * never a stuck row.
    */
   async function ingestFile(kbId: string, file: MultipartFile, caller: Caller | null, kind: 'upload' | 'batch'): Promise<UploadResult> {
     const source = baseName(file.filename)
@@ -95,24 +98,8 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
     }
     await runHooks(kbId, caller, kind)
 
-    // Claim: a new row in `uploading` (one statement in the common case of a new file name), or else the
-    // existing stable row moved to `uploading`.
-    let previous: { status: DocStatus } | null = null
-    let doc = await repo.insert({ doc_id: newDocId(), kb_id: kbId, source, status: 'uploading', title: titleFromFilename(source), source_type: 's3', doc_type: docType, content_type: file.mimeType })
-    if (!doc) {
-      const existing = await repo.findBySource(kbId, source)
-      if (!existing || isActive(existing.status)) throw activeConflict(existing ?? { doc_id: 'unknown', status: 'uploading' })
-      previous = { status: existing.status }
-      doc = await repo.transition(existing.doc_id, [existing.status], 'uploading')
-      if (!doc) throw activeConflict((await repo.getById(existing.doc_id)) ?? existing)
-    }
-    const claimed = doc
-    const undoClaim = async () => {
-      if (previous) await repo.transition(claimed.doc_id, ['uploading'], previous.status)
-      else await repo.remove(claimed.doc_id, ['uploading'])
-    }
-
-    const key = `${kbId}/${doc.doc_id}/${source}`
+    const docId = newDocId()
+    const key = `${kbId}/${docId}/${source}`
     const guard = sizeGuard(source)
     let info
     try {
@@ -120,21 +107,40 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
       file.stream.on('error', (err) => guard.stream.destroy(err))
       info = await adapters.objects.put(key, body, { contentType: file.mimeType })
     } catch (err) {
-      await undoClaim()
       if (err instanceof AppError && (err.code === 'FILE_TOO_LARGE' || err.status === 422)) throw err
       if (guard.size() > maxBytes) throw tooLarge(source)
       throw err instanceof AppError && err.status === 502 ? err : storageFailure(`Object storage failed while storing '${source}': ${(err as Error).message}`, err)
     }
+    const discard = () => adapters.objects.delete([key]).catch(() => 0)
     if (info.size === 0) {
-      await undoClaim()
-      if (!previous) await adapters.objects.delete([key]).catch(() => 0)
+      await discard()
       throw unprocessable(`File '${source}' is empty`, 'EMPTY_FILE')
     }
-    const pending = await repo.transition(doc.doc_id, ['uploading'], 'pending', {
+    const fields = {
       storage_key: key, file_size: info.size, etag: info.etag, doc_type: docType, content_type: file.mimeType,
-      last_error: null, duplicate_of: null, title: doc.title || titleFromFilename(source), pending_op: 'ingest',
-    })
-    if (!pending) throw activeConflict((await repo.getById(doc.doc_id)) ?? doc)
+      pending_op: 'ingest' as const, title: titleFromFilename(source),
+    }
+    let doc: DocumentRecord | null
+    try {
+      doc = await repo.insert({ doc_id: docId, kb_id: kbId, source, status: 'pending', source_type: 's3', ...fields })
+    } catch (err) {
+      await discard()
+      throw err
+    }
+    if (!doc) {
+      // The name exists: re-upload of a stable document (same doc_id, new content), or 409 while active.
+      const existing = await repo.findBySource(kbId, source)
+      if (!existing || isActive(existing.status)) {
+        await discard()
+        throw activeConflict(existing ?? { doc_id: 'unknown', status: 'pending' })
+      }
+      doc = await repo.transition(existing.doc_id, [existing.status], 'pending', { ...fields, last_error: null, duplicate_of: null })
+      if (!doc) {
+        await discard()
+        throw activeConflict((await repo.getById(existing.doc_id)) ?? existing)
+      }
+      if (existing.storage_key && existing.storage_key !== key) await adapters.objects.delete([existing.storage_key]).catch(() => 0)
+    }
     try {
       await enqueue({ op: 'ingest', kb_id: kbId, doc_id: doc.doc_id, force: true })
     } catch (err) {

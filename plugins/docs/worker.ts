@@ -21,7 +21,8 @@ export interface WorkerOptions {
 }
 
 export interface Processor {
-  ingest(doc: DocumentRecord, event: Extract<DocEvent, { op: 'ingest' }>, signal: AbortSignal): Promise<void>
+  /** doc comes from the claim, with its KB's settings overrides. */
+  ingest(doc: DocumentRecord & { kb_overrides: Record<string, unknown> | null }, event: Extract<DocEvent, { op: 'ingest' }>, signal: AbortSignal): Promise<void>
   remove(doc: DocumentRecord, hard: boolean): Promise<void>
 }
 
@@ -76,7 +77,7 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
       return queue.ack(INGEST_TOPIC, msg.id)
     }
 
-    const claimed = await repo.transition(event.doc_id, ['pending'], 'running', { last_error: null })
+    const claimed = await repo.claimIngest(event.doc_id)
     if (!claimed) return release(msg)
     const abort = new AbortController()
     inProgress.set(event.doc_id, abort)
