@@ -1,0 +1,456 @@
+// Search latency and throughput, end to end on the embedded default with the built-in embedder: N chunks
+// (100k full, 10k quick) in KB `one`, and the same chunks spread over s0..s9; hybrid and similarity searches
+// through POST /api/search, from a closed-loop client in a second process (bench/search/load-client.ts).
+//
+//   npx tsx bench/search.bench.ts            100k chunks, 20 s of load per case (the build takes minutes)
+//   npx tsx bench/search.bench.ts --quick    10k chunks, 5 s of load per case (about 1.5 min)
+//   npx tsx bench/search.bench.ts --tiny     2000 chunks, 2 s (CI smoke)
+//   options: --chunks=N --seconds=S --connections=C --top-k=K --data=<dir> (kept and reused) --profile --json
+//
+// Baseline, in the same run: the same queries answered in this process straight from the vector store
+// (embed + sparse-encode the query, then store.search on the KB, or on the 10 KBs concurrently): the work the
+// index does, without fusion, pooling, JSON or HTTP. Measured at 1 connection, in rounds that alternate the
+// store, the search service called in-process, and HTTP, each on the same queries, so that
+//   share outside the index = 1 - index time / end-to-end time          (target <= 20 %)
+// Under load (16 connections by default): QPS, p50, p99 per case, and 10-KB / 1-KB latency (target <= 2).
+import { fork, type ChildProcess } from 'node:child_process'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import type { VectorStore } from '../adapters/ports.ts'
+import { encodeQuery } from '../compute/text/sparse.ts'
+import { createApp, type App } from '../kernel/app.ts'
+import { resolveSettings } from '../kernel/config/load.ts'
+import { createLogger } from '../kernel/log.ts'
+import { defaultPlugins } from '../kernel/plugins.ts'
+import type { SearchService } from '../plugins/search/service.ts'
+import { machine, median, percentile, round } from './lib/machine.ts'
+import { buildSearchData, readSearchData, type SearchData } from './search/build-data.ts'
+import type { LoadResult, LoadRun } from './search/load-client.ts'
+import { profileWhile, summarizeProfile, type ProfileSummary } from './search/profile.ts'
+
+export interface SearchBenchOptions {
+  quick: boolean
+  /** Chunks in KB `one` (and, spread, over s0..s9). Default 100k, quick 10k. */
+  chunks?: number
+  /** Seconds of load per case, split into rounds. Default 20, quick 5. */
+  seconds?: number
+  /** Concurrent connections of the closed-loop client. Default 16. */
+  connections?: number
+  topK?: number
+  /** Where the data is built; kept, and reused by a later run with the same sizes. Default: a temporary folder, removed. */
+  dataDir?: string
+  /** Profile the service under load on each case that misses a target (or on every case: 'all'). */
+  profile?: boolean | 'all'
+  /** Where .cpuprofile files go. Default: the OS temp folder. */
+  profileDir?: string
+}
+
+const DIMS = 1024
+const SPLITS = 10
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..')
+const OVERHEAD_TARGET = 0.2
+const RATIO_TARGET = 2
+
+type Mode = 'hybrid' | 'similarity'
+interface Case {
+  name: string
+  mode: Mode
+  layout: '1kb' | '10kb'
+  kbIds: string[]
+}
+
+const stats = (xs: readonly number[]) => ({ median: round(median(xs), 3), min: round(Math.min(...xs), 3), max: round(Math.max(...xs), 3) })
+const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length)
+
+// ---- the client process ------------------------------------------------------------------------------
+
+interface Client {
+  run(r: Omit<LoadRun, 'type' | 'id'>): Promise<LoadResult>
+  close(): Promise<void>
+}
+
+async function startClient(base: string, queries: string[]): Promise<Client> {
+  const child: ChildProcess = fork(join(ROOT, 'bench/search/load-client.ts'), [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] })
+  const waiting = new Map<number, (r: LoadResult) => void>()
+  let ready: () => void
+  const readyP = new Promise<void>((r) => (ready = r))
+  let exited = false
+  const died = new Promise<never>((_, reject) => child.once('exit', (code) => {
+    exited = true
+    reject(new Error(`the load client exited (code ${code})`))
+  }))
+  died.catch(() => {})
+  child.on('message', (m: LoadResult | { type: 'ready' }) => {
+    if (m.type === 'ready') ready()
+    else waiting.get(m.id)?.(m)
+  })
+  child.send({ type: 'init', base, queries })
+  await Promise.race([readyP, died])
+  let nextId = 0
+  return {
+    run(r) {
+      const id = nextId++
+      const p = new Promise<LoadResult>((resolve) => waiting.set(id, resolve))
+      child.send({ type: 'run', id, ...r } satisfies LoadRun)
+      return Promise.race([p, died]).finally(() => waiting.delete(id))
+    },
+    async close() {
+      if (exited) return
+      const gone = new Promise((r) => child.once('exit', r))
+      child.send({ type: 'exit' })
+      const timer = setTimeout(() => child.kill(), 5000)
+      await gone
+      clearTimeout(timer)
+    },
+  }
+}
+
+function checkRun(c: Case, r: LoadResult): void {
+  if (r.errors > 0) throw new Error(`${c.name}: ${r.errors} failed requests; first: ${r.firstError}`)
+  if (r.checked > 0 && r.nonEmpty === 0) throw new Error(`${c.name}: the searches returned no results`)
+}
+
+// ---- the baseline and the in-process service -----------------------------------------------------------
+
+function limitFor(mode: Mode, topK: number): number {
+  // As plugins/search/service.ts asks the store: deeper lists for fusion in hybrid mode.
+  return mode === 'hybrid' ? Math.max(topK * 4, 40) : topK
+}
+
+async function direct(app: App, c: Case, query: string, topK: number): Promise<{ prep: number; index: number }> {
+  const t0 = performance.now()
+  const [dense] = await app.adapters.embedder.embed([query])
+  const sparse = c.mode === 'hybrid' ? encodeQuery(query) : undefined
+  const t1 = performance.now()
+  const limit = limitFor(c.mode, topK)
+  await Promise.all(c.kbIds.map((kb) => app.adapters.vectors.search(kb, { dense, sparse, limit })))
+  return { prep: t1 - t0, index: performance.now() - t1 }
+}
+
+async function inProcess(search: SearchService, c: Case, query: string, topK: number): Promise<{ service: number; json: number; results: number }> {
+  const t0 = performance.now()
+  const out = await search.search({ query, kb_ids: c.kbIds, options: { mode: c.mode, top_k: topK } })
+  const t1 = performance.now()
+  JSON.stringify(out)
+  return { service: t1 - t0, json: performance.now() - t1, results: out.results.length }
+}
+
+/**
+ * Times the service's vectors.search calls while installed (the service holds the same store object): the
+ * wall time during which at least one call is in flight, so that the concurrent calls of a multi-KB search
+ * count once. With one connection requests do not overlap, and this is the index time of each request.
+ */
+function instrumentStore(store: VectorStore): { totalMs(): number; remove(): void } {
+  const original = store.search
+  let total = 0
+  let inFlight = 0
+  let since = 0
+  store.search = async (kb, q) => {
+    if (inFlight++ === 0) since = performance.now()
+    try {
+      return await original.call(store, kb, q)
+    } finally {
+      if (--inFlight === 0) total += performance.now() - since
+    }
+  }
+  return { totalMs: () => total, remove: () => void (store.search = original) }
+}
+
+// ---- run ---------------------------------------------------------------------------------------------
+
+export async function run(opts: SearchBenchOptions) {
+  // Quick: 10k, not 20k: building the HNSW graphs is most of a quick run (about 40 s for 10k on 2 busy cores).
+  const chunks = opts.chunks ?? (opts.quick ? 10_000 : 100_000)
+  const seconds = opts.seconds ?? (opts.quick ? 5 : 20)
+  const connections = opts.connections ?? 16
+  const topK = opts.topK ?? 10
+  const rounds = seconds >= 10 ? 4 : 2
+  const warmupSeconds = Math.min(2, Math.max(0.5, seconds / 10))
+  const lowRounds = 3
+  const lowQueries = opts.quick || seconds < 10 ? 40 : 150
+  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'quarry-search-bench-'))
+  const keep = opts.dataDir !== undefined
+  const dataOpts = { dataDir, chunks, dimensions: DIMS, splits: SPLITS, queries: 1000 }
+
+  let app: App | undefined
+  let client: Client | undefined
+  try {
+    let data: SearchData | null = keep ? await readSearchData(dataOpts) : null
+    const reused = data !== null
+    data ??= await buildSearchData(dataOpts)
+    const queries = data.queries
+    const cases: Case[] = (['hybrid', 'similarity'] as const).flatMap((mode) => [
+      { name: `${mode} 1 KB`, mode, layout: '1kb' as const, kbIds: [data.kbs.one] },
+      { name: `${mode} ${SPLITS} KBs`, mode, layout: '10kb' as const, kbIds: data.kbs.split },
+    ])
+
+    const { settings } = resolveSettings({
+      data_dir: dataDir, logging: { level: 'ERROR' }, embedding: { vector_size: DIMS },
+      knowledge_bases: [data.kbs.one, ...data.kbs.split].map((id) => ({ id })),
+    })
+    const t0 = performance.now()
+    process.stderr.write('search bench: starting the service\n')
+    app = await createApp({ settings, plugins: defaultPlugins(), log: createLogger('ERROR') })
+    const port = await app.listen(0, '127.0.0.1')
+    const startMs = performance.now() - t0
+    const base = `http://127.0.0.1:${port}`
+    const count = await app.adapters.vectors.count(data.kbs.one)
+    if (count !== chunks) throw new Error(`KB one holds ${count} points, expected ${chunks}`)
+    const rss = process.memoryUsage()
+    const search = app.use<SearchService>('search')
+    client = await startClient(base, queries)
+
+    // Warm-up: every path, every case, results thrown away.
+    process.stderr.write('search bench: warm-up\n')
+    for (const c of cases) {
+      for (let i = 0; i < 20; i++) {
+        await direct(app, c, queries[(i * 37) % queries.length], topK)
+        await inProcess(search, c, queries[(i * 41) % queries.length], topK)
+      }
+      checkRun(c, await client.run({ kbIds: c.kbIds, options: { mode: c.mode, top_k: topK }, connections, seconds: warmupSeconds, queryOffset: 500 }))
+    }
+
+    // 1 connection: each query goes through the store, the service in-process, and HTTP (and a GET /health
+    // goes with it), one after the other in rotating order, so that all paths see the same state of the machine.
+    process.stderr.write(`search bench: 1 connection, ${lowRounds} x ${lowQueries} queries per case, each through every path\n`)
+    const low = new Map(cases.map((c) => [c.name, {
+      prep: [] as number[], index: [] as number[], service: [] as number[], json: [] as number[], e2e: [] as number[], probe: [] as number[],
+      roundShare: [] as number[], roundRatio: [] as number[],
+    }]))
+    const health: number[] = []
+    const probe = instrumentStore(app.adapters.vectors)
+    try {
+      for (let r = 0; r < lowRounds; r++) {
+        for (const c of r % 2 === 0 ? cases : [...cases].reverse()) {
+          const m = low.get(c.name)!
+          const from = m.index.length
+          for (let i = 0; i < lowQueries; i++) {
+            const qi = (r * lowQueries + i) % queries.length
+            const paths = [
+              async () => {
+                const d = await direct(app!, c, queries[qi], topK)
+                m.prep.push(d.prep)
+                m.index.push(d.index)
+              },
+              async () => {
+                const x = await inProcess(search, c, queries[qi], topK)
+                m.service.push(x.service)
+                m.json.push(x.json)
+              },
+              async () => {
+                const before = probe.totalMs()
+                const res = await client!.run({ kbIds: c.kbIds, options: { mode: c.mode, top_k: topK }, connections: 1, requests: 1, queryOffset: qi })
+                checkRun(c, res)
+                m.e2e.push(res.latencies[0])
+                // The store time of this request, timed inside the service (the other paths ran before or after it).
+                m.probe.push(probe.totalMs() - before)
+              },
+              async () => {
+                const h = await client!.run({ kbIds: [], options: {}, connections: 1, requests: 1, queryOffset: 0, health: true })
+                if (h.errors > 0) throw new Error(`GET /health failed: ${h.firstError}`)
+                health.push(h.latencies[0])
+              },
+            ]
+            for (let k = 0; k < paths.length; k++) await paths[(k + i) % paths.length]()
+          }
+          const idx = m.index.slice(from)
+          const e2e = m.e2e.slice(from)
+          m.roundShare.push(1 - median(idx) / median(e2e))
+          m.roundRatio.push(median(e2e) / median(idx))
+        }
+      }
+    } finally {
+      probe.remove()
+    }
+
+    // Closed-loop load: every case once per round, the order reversed every other round.
+    process.stderr.write(`search bench: load, ${connections} connections, ${rounds} x ${round(seconds / rounds, 2)} s per case\n`)
+    const load = new Map(cases.map((c) => [c.name, { lat: [] as number[], qps: [] as number[], p50: [] as number[], p99: [] as number[], requests: 0, elapsed: 0, serviceCpu: 0, clientCpu: 0 }]))
+    for (let r = 0; r < rounds; r++) {
+      for (const c of r % 2 === 0 ? cases : [...cases].reverse()) {
+        const m = load.get(c.name)!
+        const cpu0 = process.cpuUsage()
+        const res = await client.run({ kbIds: c.kbIds, options: { mode: c.mode, top_k: topK }, connections, seconds: seconds / rounds, queryOffset: r * 97 })
+        const cpu = process.cpuUsage(cpu0)
+        checkRun(c, res)
+        m.lat.push(...res.latencies)
+        m.qps.push(res.latencies.length / (res.elapsedMs / 1000))
+        m.p50.push(percentile(res.latencies, 50))
+        m.p99.push(percentile(res.latencies, 99))
+        m.requests += res.latencies.length
+        m.elapsed += res.elapsedMs
+        m.serviceCpu += (cpu.user + cpu.system) / 1000
+        m.clientCpu += res.cpuMs
+      }
+    }
+
+    const lowOut: Record<string, unknown> = {}
+    const loadOut: Record<string, unknown> = {}
+    for (const c of cases) {
+      const m = low.get(c.name)!
+      const e2eP50 = median(m.e2e)
+      const serviceMean = mean(m.service)
+      lowOut[c.name] = {
+        e2e_http: { p50_ms: round(e2eP50, 3), p99_ms: round(percentile(m.e2e, 99), 3), mean_ms: round(mean(m.e2e), 3) },
+        service_in_process: { p50_ms: round(median(m.service), 3), mean_ms: round(serviceMean, 3) },
+        baseline_direct_store: {
+          query_encoding_p50_ms: round(median(m.prep), 3), index_p50_ms: round(median(m.index), 3), index_mean_ms: round(mean(m.index), 3),
+          total_p50_ms: round(median(m.prep.map((p, i) => p + m.index[i])), 3),
+        },
+        index_time_inside_service_p50_ms: round(median(m.probe), 3),
+        json_stringify_p50_ms: round(median(m.json), 3),
+        // Per query (every path ran it), then the median of each part: robust to the odd slow sample on a shared machine.
+        breakdown_p50_ms: {
+          query_encoding: round(median(m.prep), 3),
+          vector_index: round(median(m.index), 3),
+          fusion_pooling_results: round(median(m.service.map((x, i) => x - m.prep[i] - m.index[i])), 3),
+          json_stringify: round(median(m.json), 3),
+          http_routing_validation_client: round(median(m.e2e.map((x, i) => x - m.service[i] - m.json[i])), 3),
+        },
+        outside_index_share: {
+          p50_based: round(1 - median(m.index) / e2eP50, 4),
+          mean_based: round(1 - mean(m.index) / mean(m.e2e), 4),
+          // Per request: store time timed inside the service against that request's end-to-end time.
+          paired_in_service_p50: round(median(m.e2e.map((e, i) => 1 - m.probe[i] / e)), 4),
+          rounds: stats(m.roundShare),
+          // What our code adds outside the index once the bare round trip (GET /health, same client) is taken out.
+          p50_excluding_http_round_trip: round(1 - (median(m.index) + median(health)) / e2eP50, 4),
+        },
+        e2e_over_direct_index: { pooled: round(e2eP50 / median(m.index), 3), rounds: stats(m.roundRatio) },
+      }
+      const l = load.get(c.name)!
+      loadOut[c.name] = {
+        qps: round(l.requests / (l.elapsed / 1000), 1), p50_ms: round(percentile(l.lat, 50), 3), p99_ms: round(percentile(l.lat, 99), 3),
+        requests: l.requests,
+        rounds: { qps: stats(l.qps), p50_ms: stats(l.p50), p99_ms: stats(l.p99) },
+        service_cpu_share: round(l.serviceCpu / l.elapsed, 3), client_cpu_share: round(l.clientCpu / l.elapsed, 3),
+      }
+    }
+
+    const ratios: Record<string, unknown> = {}
+    for (const mode of ['hybrid', 'similarity'] as const) {
+      const one = cases.find((c) => c.mode === mode && c.layout === '1kb')!
+      const ten = cases.find((c) => c.mode === mode && c.layout === '10kb')!
+      const lo = load.get(one.name)!
+      const lt = load.get(ten.name)!
+      const so = low.get(one.name)!
+      const st = low.get(ten.name)!
+      ratios[mode] = {
+        load_p50: round(percentile(lt.lat, 50) / percentile(lo.lat, 50), 3),
+        load_p99: round(percentile(lt.lat, 99) / percentile(lo.lat, 99), 3),
+        load_p50_rounds: stats(lt.p50.map((x, i) => x / lo.p50[i])),
+        one_connection_p50: round(median(st.e2e) / median(so.e2e), 3),
+        baseline_direct_index_p50: round(median(st.index) / median(so.index), 3),
+      }
+    }
+
+    const targets = {
+      overhead_max_share: OVERHEAD_TARGET,
+      overhead: Object.fromEntries(cases.map((c) => {
+        const share = (lowOut[c.name] as { outside_index_share: { p50_based: number } }).outside_index_share.p50_based
+        return [c.name, { share, pass: share <= OVERHEAD_TARGET }]
+      })),
+      ten_over_one_max: RATIO_TARGET,
+      ratio: Object.fromEntries((['hybrid', 'similarity'] as const).map((mode) => {
+        const x = (ratios[mode] as { load_p50: number }).load_p50
+        return [mode, { load_p50: x, pass: x <= RATIO_TARGET }]
+      })),
+    }
+
+    let profiles: Record<string, { file: string; qps: number; summary: ProfileSummary }> | undefined
+    if (opts.profile) {
+      profiles = {}
+      const missed = (c: Case) => !targets.overhead[c.name].pass || (c.layout === '10kb' && !targets.ratio[c.mode].pass)
+      for (const c of cases.filter((x) => opts.profile === 'all' || missed(x))) {
+        process.stderr.write(`search bench: profiling the service under load: ${c.name}\n`)
+        const { value, profile } = await profileWhile(() => client!.run({ kbIds: c.kbIds, options: { mode: c.mode, top_k: topK }, connections, seconds: Math.min(seconds, 5), queryOffset: 3 }))
+        const file = join(opts.profileDir ?? tmpdir(), `quarry-search-${c.mode}-${c.layout}-${Date.now()}.cpuprofile`)
+        writeFileSync(file, JSON.stringify(profile))
+        profiles[c.name] = { file, qps: round(value.latencies.length / (value.elapsedMs / 1000), 1), summary: await summarizeProfile(profile, ROOT) }
+      }
+    }
+
+    return {
+      bench: 'search',
+      machine: machine(),
+      sizes: {
+        chunks, documents: data.documents, dimensions: DIMS, kbs: { one: data.kbs.one, split: data.kbs.split }, split_sizes: data.split_sizes,
+        mean_chunk_chars: data.mean_chunk_chars, distinct_queries: queries.length, top_k: topK, store_limit: { hybrid: limitFor('hybrid', topK), similarity: limitFor('similarity', topK) },
+        connections, load_seconds_per_case: seconds, load_rounds: rounds, warmup_seconds_per_case: warmupSeconds,
+        one_connection: { rounds: lowRounds, queries_per_round: lowQueries },
+      },
+      build: { reused, ms: data.build_ms, data_dir: keep ? dataDir : null },
+      service: { start_ms: Math.round(startMs), rss_mb: Math.round(rss.rss / 2 ** 20), array_buffers_mb: Math.round(rss.arrayBuffers / 2 ** 20) },
+      // The same client and HTTP stack with no work behind the route: the part of "HTTP" that is the loopback round trip.
+      http_floor_get_health_1_connection: { p50_ms: round(median(health), 3), p99_ms: round(percentile(health, 99), 3) },
+      load: loadOut,
+      one_connection: lowOut,
+      ten_over_one: ratios,
+      targets,
+      ...(profiles ? { profiles } : {}),
+    }
+  } finally {
+    await client?.close().catch(() => {})
+    await app?.close().catch(() => {})
+    if (!keep) rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+
+type Result = Awaited<ReturnType<typeof run>>
+
+function print(r: Result): void {
+  const j = (x: unknown) => JSON.stringify(x)
+  const pct = (x: number) => `${(x * 100).toFixed(1)} %`
+  console.log(`machine: ${j(r.machine)}`)
+  console.log(`sizes: ${j(r.sizes)}`)
+  console.log(`build: ${j(r.build)}`)
+  console.log(`service: ${j(r.service)}`)
+  console.log(`HTTP floor (GET /health, 1 connection, same client): ${j(r.http_floor_get_health_1_connection)}`)
+  console.log(`\nclosed-loop load, ${r.sizes.connections} connections (client in a second process):`)
+  for (const [name, x] of Object.entries(r.load) as [string, any][]) {
+    console.log(`  ${name.padEnd(18)} ${String(x.qps).padStart(8)} QPS  p50 ${x.p50_ms.toFixed(2).padStart(7)} ms  p99 ${x.p99_ms.toFixed(2).padStart(7)} ms  (rounds: qps ${j(x.rounds.qps)}, p50 ${j(x.rounds.p50_ms)}; CPU service ${x.service_cpu_share}, client ${x.client_cpu_share})`)
+  }
+  console.log(`\n1 connection: end to end over HTTP vs the baseline (the same queries straight from the store, in this process):`)
+  for (const [name, x] of Object.entries(r.one_connection) as [string, any][]) {
+    console.log(`  ${name.padEnd(18)} e2e p50 ${x.e2e_http.p50_ms.toFixed(3)} ms | in-process service p50 ${x.service_in_process.p50_ms.toFixed(3)} ms | store: encode ${x.baseline_direct_store.query_encoding_p50_ms.toFixed(3)} + index ${x.baseline_direct_store.index_p50_ms.toFixed(3)} ms | e2e/index ${x.e2e_over_direct_index.pooled}x ${j(x.e2e_over_direct_index.rounds)}`)
+    console.log(`  ${''.padEnd(18)} outside the index: ${pct(x.outside_index_share.p50_based)} (p50), ${pct(x.outside_index_share.mean_based)} (mean), ${pct(x.outside_index_share.paired_in_service_p50)} (p50 per request, store time timed inside the service); rounds ${j(x.outside_index_share.rounds)}; ${pct(x.outside_index_share.p50_excluding_http_round_trip)} without the GET /health round trip`)
+    console.log(`  ${''.padEnd(18)} breakdown (p50 of per-query parts), ms: ${j(x.breakdown_p50_ms)}`)
+  }
+  console.log(`\n10 KBs / 1 KB latency:`)
+  for (const [mode, x] of Object.entries(r.ten_over_one) as [string, any][]) {
+    console.log(`  ${mode.padEnd(10)} load p50 ${x.load_p50}x, p99 ${x.load_p99}x (rounds ${j(x.load_p50_rounds)}); 1 connection p50 ${x.one_connection_p50}x; baseline (store only) ${x.baseline_direct_index_p50}x`)
+  }
+  console.log(`\ntargets:`)
+  for (const [name, x] of Object.entries(r.targets.overhead)) console.log(`  overhead ${name.padEnd(18)} ${pct(x.share)} <= ${pct(r.targets.overhead_max_share)}: ${x.pass ? 'PASS' : 'MISS'}`)
+  for (const [mode, x] of Object.entries(r.targets.ratio)) console.log(`  10-KB/1-KB ${mode.padEnd(12)} ${x.load_p50}x <= ${r.targets.ten_over_one_max}x: ${x.pass ? 'PASS' : 'MISS'}`)
+  if ('profiles' in r && r.profiles) {
+    for (const [name, p] of Object.entries(r.profiles)) {
+      console.log(`\nprofile of the service under load, ${name} (${p.qps} QPS while profiled; ${p.file}):`)
+      console.log(`  busy ${p.summary.busy_ms} ms, idle ${p.summary.idle_ms} ms`)
+      for (const c of p.summary.by_category) console.log(`  ${pct(c.share).padStart(7)} ${c.category}`)
+      console.log('  top functions (self time, native frames charged to the project frame that called them):')
+      for (const f of p.summary.top_functions.slice(0, 15)) console.log(`  ${pct(f.share).padStart(7)} ${f.fn}`)
+    }
+  }
+}
+
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const argv = process.argv.slice(2)
+  const arg = (name: string) => argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
+  const num = (name: string) => (arg(name) === undefined ? undefined : Number(arg(name)))
+  const tiny = argv.includes('--tiny')
+  const r = await run({
+    quick: tiny || argv.includes('--quick'),
+    chunks: num('chunks') ?? (tiny ? 2000 : undefined),
+    seconds: num('seconds') ?? (tiny ? 2 : undefined),
+    connections: num('connections'),
+    topK: num('top-k'),
+    dataDir: arg('data'),
+    profile: argv.includes('--profile=all') ? 'all' : argv.includes('--profile'),
+    profileDir: arg('profile-dir'),
+  })
+  print(r)
+  if (argv.includes('--json')) console.log(JSON.stringify(r))
+}
