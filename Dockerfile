@@ -16,7 +16,9 @@ RUN apt-get update \
 
 COPY package.json package-lock.json ./
 # tsx runs the TypeScript sources directly, so it is a runtime dependency; dev dependencies are left out.
-RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+# npm install (not npm ci): @ohah/hwpjs names optional platform builds that are not published, which
+# `npm ci` reports as a lock-file mismatch; install uses the locked versions all the same.
+RUN npm install --omit=dev --no-audit --no-fund && npm cache clean --force
 
 COPY kernel ./kernel
 COPY plugins ./plugins
