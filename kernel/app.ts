@@ -229,10 +229,14 @@ export async function createApp(opts: AppOptions): Promise<App> {
   function run(route: CompiledRoute, rawParams: Record<string, string>, ex: HttpExchange, id: string): HttpResult | Promise<HttpResult> {
     const { info } = route
     const req = makeRequest(rawParams, ex, id)
-    if (hooks.length > 0 || info.bodyKind === 'json') return runAsync(route, req, ex)
+    if (hooks.length > 0 || (info.bodyKind === 'json' && ex.bodyBytes === undefined)) return runAsync(route, req, ex)
     try {
       if (route.params) req.params = route.params.parse(rawParams, 'path')
       if (route.query || ex.rawQuery) req.query = parseQuery(ex.rawQuery, route.query)
+      if (info.bodyKind === 'json') {
+        req.body = parseJsonBody(ex.bodyBytes!, route.body !== undefined)
+        if (route.body) req.body = route.body.parse(req.body, 'body')
+      }
       const out = route.handler(req as never)
       if (out instanceof Promise) return out.then((v) => toResult(v, info.status), (err) => failure(err, id, ex))
       return toResult(out, info.status)

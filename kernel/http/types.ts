@@ -17,6 +17,8 @@ export interface HttpExchange {
   readonly remoteAddress: string
   readonly body: BodySource
   readonly signal: AbortSignal
+  /** The whole body, when the transport read it before dispatching (small JSON bodies): no await needed. */
+  readonly bodyBytes?: Buffer
 }
 
 export interface HttpResult {

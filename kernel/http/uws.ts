@@ -7,7 +7,7 @@ import uws from 'uWebSockets.js'
 import { AppError } from '../errors.ts'
 import type { Logger } from '../log.ts'
 import type { Method } from '../router.ts'
-import type { BodySource, Dispatcher, HttpExchange, HttpResult } from './types.ts'
+import type { BodySource, Dispatcher, HttpExchange, HttpResult, Matched } from './types.ts'
 
 const STATUS_LINES = new Map<number, string>()
 const statusLine = (code: number): string => {
@@ -45,7 +45,8 @@ export function listenUws(dispatcher: Dispatcher, opts: { host: string; port: nu
 
   app.any('/*', (res, req) => {
     const ex = new UwsExchange(res, req, state)
-    res.onAborted(() => ex.abort())
+    // bind, not an arrow: under tsx every arrow created per request also pays a keepNames wrapper.
+    res.onAborted(ex.abort.bind(ex))
     if (state.draining) {
       ex.finish(dispatcher.refuse(503, 'Server is shutting down'))
       return
@@ -58,10 +59,17 @@ export function listenUws(dispatcher: Dispatcher, opts: { host: string; port: nu
         ex.finish(dispatcher.refuse(413, `Request body too large: at most ${plan.limit} bytes`))
         return
       }
-      ex.source = bufferBody(res, plan.limit)
+      // Read the whole (capped) body first, then dispatch from the data callback: a synchronous handler
+      // answers there, with no promise between the last byte and the response.
+      ex.collect(res, plan.limit, matched, run)
+      return
     } else if (plan.kind === 'stream') {
       ex.source = streamBody(res, ex)
     }
+    run(ex, matched)
+  })
+
+  const run = (ex: UwsExchange, matched: Matched): void => {
     let out: HttpResult | Promise<HttpResult>
     try {
       out = dispatcher.dispatch(ex, matched)
@@ -75,7 +83,7 @@ export function listenUws(dispatcher: Dispatcher, opts: { host: string; port: nu
     } else {
       ex.finish(out)
     }
-  })
+  }
 
   return new Promise((resolve, reject) => {
     app.listen(opts.host, opts.port, (listenSocket) => {
@@ -155,6 +163,52 @@ class UwsExchange implements HttpExchange {
     return this.controller.signal
   }
 
+  bodyBytes?: Buffer
+  private chunks: Buffer[] | null = null
+  private received = 0
+
+  private limit = 0
+  private matched: Matched | null = null
+  private next: ((ex: UwsExchange, matched: Matched) => void) | null = null
+
+  /** Collects the body up to limit, then calls next(this, matched) (or answers 413 and closes). */
+  collect(res: uws.HttpResponse, limit: number, matched: Matched, next: (ex: UwsExchange, matched: Matched) => void): void {
+    this.limit = limit
+    this.matched = matched
+    this.next = next
+    res.onData(this.onData.bind(this))
+  }
+
+  private onData(chunk: ArrayBuffer, isLast: boolean): void {
+      const limit = this.limit
+      if (this.done || this.aborted) return
+      this.received += chunk.byteLength
+      if (this.received > limit) {
+        this.chunks = null
+        this.finish(this.refuseTooLarge(limit))
+        return
+      }
+      if (isLast && this.chunks === null) {
+        this.bodyBytes = copy(chunk)
+      } else {
+        ;(this.chunks ??= []).push(copy(chunk))
+        if (isLast) this.bodyBytes = Buffer.concat(this.chunks, this.received)
+      }
+      if (isLast) {
+        this.chunks = null
+        this.source = new ReadBody(this.bodyBytes!)
+        this.next!(this, this.matched!)
+      }
+  }
+
+  private refuseTooLarge(limit: number): HttpResult {
+    return {
+      status: 413,
+      headers: { 'content-type': 'application/json', connection: 'close' },
+      body: JSON.stringify({ detail: `Request body too large: at most ${limit} bytes` }),
+    }
+  }
+
   abort(): void {
     this.aborted = true
     this.controller?.abort()
@@ -226,54 +280,20 @@ function pipeStream(res: uws.HttpResponse, result: HttpResult, stream: Readable,
   })
 }
 
+/** uWS neuters the chunk when the callback returns: one copy, wrapped without another. */
 function copy(chunk: ArrayBuffer): Buffer {
-  return Buffer.from(new Uint8Array(chunk).slice())
+  return Buffer.from(chunk.slice(0))
 }
 
-/** Collects a body up to a cap. A class: the one onData closure per request is the only allocation of its kind. */
-class BufferedBody implements BodySource {
-  private readonly chunks: Buffer[] = []
-  private size = 0
-  private result: Buffer | AppError | null = null
-  private waiter: { resolve(b: Buffer): void; reject(e: unknown): void } | null = null
-
-  constructor(res: uws.HttpResponse, private readonly limit: number) {
-    res.onData((chunk, isLast) => this.onData(chunk, isLast))
-  }
-
-  private onData(chunk: ArrayBuffer, isLast: boolean): void {
-    if (this.result !== null) return
-    this.size += chunk.byteLength
-    if (this.size > this.limit) {
-      this.settle(new AppError('BODY_TOO_LARGE', 413, `Request body too large: at most ${this.limit} bytes`, { headers: { connection: 'close' } }))
-      return
-    }
-    this.chunks.push(copy(chunk))
-    if (isLast) this.settle(this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.size))
-  }
-
-  private settle(value: Buffer | AppError): void {
-    this.result = value
-    const w = this.waiter
-    this.waiter = null
-    if (w) value instanceof AppError ? w.reject(value) : w.resolve(value)
-  }
-
+/** A body already read whole. */
+class ReadBody implements BodySource {
+  constructor(private readonly bytes: Buffer) {}
   buffer(): Promise<Buffer> {
-    const r = this.result
-    if (r !== null) return r instanceof AppError ? Promise.reject(r) : Promise.resolve(r)
-    return new Promise((resolve, reject) => {
-      this.waiter = { resolve, reject }
-    })
+    return Promise.resolve(this.bytes)
   }
-
   stream(): Readable {
-    return Readable.from(this.buffer().then((b) => [b]).catch(() => []) as never)
+    return Readable.from([this.bytes])
   }
-}
-
-function bufferBody(res: uws.HttpResponse, limit: number): BodySource {
-  return new BufferedBody(res, limit)
 }
 
 const EMPTY_BODY: BodySource = {
