@@ -162,7 +162,9 @@ export class DenseIndex {
       // Small collection: one SIMD pass over every row, dead ones included and filtered out after.
       const dead = this.rowsEnd - this.liveCount
       const wanted = Math.min(this.rowsEnd, k + dead)
-      const m = this.usearch.exactSearch(this.arena.subarray(0, this.rowsEnd * d), q, d, wanted, 'cos' as never, 1)
+      // usearch 2.26 exactSearch ignores a query view's byteOffset: hand it a vector that owns its buffer.
+      const query = q.byteOffset === 0 && q.byteLength === q.buffer.byteLength ? q : q.slice()
+      const m = this.usearch.exactSearch(this.arena.subarray(0, this.rowsEnd * d), query, d, wanted, 'cos' as never, 1)
       const keys = (m as { keys: BigUint64Array }).keys
       for (let i = 0; i < keys.length; i++) {
         const row = Number(keys[i])

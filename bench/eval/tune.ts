@@ -2,7 +2,7 @@
 // store searched directly, and the service's in-KB fusion with other alpha, rrf_k and list depths, plus
 // sparse encoder and chunking variants. A prototype bench for proposing setting changes, not a gate.
 //
-//   npx tsx bench/eval/tune.ts [--dataset DIR] [--limit-docs N] [--limit-queries M] [--part fusion,encoder,chunking]
+//   npx tsx bench/eval/tune.ts [--dataset DIR] [--limit-docs N] [--limit-queries M] [--part fusion,encoder,chunking,hnsw]
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -16,6 +16,7 @@ import { parseDocument } from '../../compute/parse/index.ts'
 import { createSparseEncoder, encodeQuery, type SparseEncoderOptions } from '../../compute/text/sparse.ts'
 import { fuseInKb } from '../../plugins/search/fusion.ts'
 import { DIMS, prepare, type PreparedChunk, type PreparedData } from '../orama/data.ts'
+import { createQuarryEngine } from '../orama/engines.ts'
 import { readBeir } from './beir.ts'
 import { corpusFiles } from './corpus-files.ts'
 import { firstPerDocument, score } from './metrics.ts'
@@ -119,6 +120,21 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const data = await prepare(dir, { limitDocs: values['limit-docs'] ? Number(values['limit-docs']) : undefined, limitQueries: values['limit-queries'] ? Number(values['limit-queries']) : undefined })
   console.log(`${data.dataset.name}: ${data.dataset.corpus.length} docs, ${data.chunks.length} chunks, ${data.queries.length} queries`)
   if (parts.has('fusion')) fusionTable(await searchAll(data.chunks, data, 400), data, 'default chunks and sparse encoder')
+  if (parts.has('hnsw')) {
+    // Dense recall of the HNSW graph against an exact scan, at the peer bench's depth (20 chunks) and the eval's (100).
+    for (const [label, store] of [['ef 128 (default)', {}], ['ef 256', { expansionSearch: 256 }], ['ef 512', { expansionSearch: 512 }], ['exact scan', { exactBudget: 1 << 30 }]] as const) {
+      const e = createQuarryEngine({ store })
+      await e.build(data.chunks)
+      for (const k of [20, 100]) {
+        const runs = new Map<string, string[]>()
+        const t = performance.now()
+        for (const q of data.queries) runs.set(q.id, firstPerDocument((await e.search('vector', q, k)).map((n) => data.chunks[n].doc)))
+        const qps = data.queries.length / ((performance.now() - t) / 1000)
+        console.log(`${label}, k ${k}: dense nDCG@10 ${score(runs, data.dataset.qrels).ndcg_at_10.toFixed(4)}, ${qps.toFixed(0)} q/s`)
+      }
+      await e.close()
+    }
+  }
   if (parts.has('encoder')) {
     for (const o of [{ avgLen: 150 }, { avgLen: 200 }, { k1: 0.9, b: 0.4 }, { k1: 0.9, b: 0.4, avgLen: 150 }] as SparseEncoderOptions[]) {
       const lists = await searchAll(data.chunks, data, 400, o)

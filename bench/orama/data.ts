@@ -52,6 +52,8 @@ export async function prepare(dir: string, opts: { limitDocs?: number; limitQuer
     c.sparse = encodeDocument(c.text)
   })
   const qdense = embedTexts(dataset.queries.map((q) => q.text), DIMS)
-  const queries = dataset.queries.map((q, i) => ({ id: q.id, text: q.text, dense: qdense.subarray(i * DIMS, (i + 1) * DIMS) }))
+  // Each query vector in its own buffer, as the embedder hands them to the search service (usearch 2.26's
+  // exactSearch reads a query view from the start of its buffer, ignoring byteOffset).
+  const queries = dataset.queries.map((q, i) => ({ id: q.id, text: q.text, dense: qdense.slice(i * DIMS, (i + 1) * DIMS) }))
   return { dataset, chunks, queries, seconds: { chunk: chunkSeconds, embed: (performance.now() - t) / 1000 } }
 }

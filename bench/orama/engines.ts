@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { VectorPoint } from '../../adapters/ports.ts'
-import { createEmbeddedVectorStore, type EmbeddedVectorStore } from '../../adapters/vectors/embedded.ts'
+import { createEmbeddedVectorStore, type EmbeddedVectorStore, type EmbeddedVectorStoreOptions } from '../../adapters/vectors/embedded.ts'
 import { encodeQuery, STOP_WORDS } from '../../compute/text/sparse.ts'
 import { fuseInKb } from '../../plugins/search/fusion.ts'
 import { DIMS, type PreparedChunk, type PreparedQuery } from './data.ts'
@@ -29,6 +29,10 @@ export interface QuarryEngineOptions {
   alpha?: number
   /** k of the reciprocal rank fusion (the service default 60). */
   rrfK?: number
+  /** Store options over the defaults (bench/eval/tune.ts tries other HNSW settings). */
+  store?: Partial<Omit<EmbeddedVectorStoreOptions, 'dir' | 'dimensions'>>
+  /** Name in reports (default 'quarry'). */
+  name?: string
 }
 
 const KB = 'peer'
@@ -43,11 +47,11 @@ export function createQuarryEngine(opts: QuarryEngineOptions = {}): Engine {
   const numberOf = new Map<string, number>()
   const toNumbers = (ids: readonly { payload: { chunk_id: string } }[]) => ids.map((h) => numberOf.get(h.payload.chunk_id)!)
   return {
-    name: 'quarry',
-    config: { store: 'embedded (usearch HNSW f16 M16 ef128, exact f32 rescoring; inverted sparse index)', hybrid: `fuseInKb alpha ${alpha}, rrf_k ${rrfK}, per-list depth max(4k, 40)` },
+    name: opts.name ?? 'quarry',
+    config: { store: `embedded (usearch HNSW f16 M16 ef${opts.store?.expansionSearch ?? 128}, exact f32 rescoring; inverted sparse index)`, hybrid: `fuseInKb alpha ${alpha}, rrf_k ${rrfK}, per-list depth max(4k, 40)` },
     async build(chunks) {
       dir = mkdtempSync(join(tmpdir(), 'quarry-peer-'))
-      store = await createEmbeddedVectorStore({ dir, dimensions: DIMS, snapshotIdleMs: 0, snapshotOnClose: false })
+      store = await createEmbeddedVectorStore({ dir, dimensions: DIMS, snapshotIdleMs: 0, snapshotOnClose: false, ...opts.store })
       await store.ensureCollection(KB, DIMS)
       const BATCH = 256
       for (let i = 0; i < chunks.length; i += BATCH) {

@@ -428,3 +428,20 @@ describe('embedded vector store: kill -9', () => {
     }
   })
 })
+
+describe('embedded vector store: query vectors that are views', () => {
+  it('a query that is a view into a larger buffer finds its own row (exact-scan path)', async (t) => {
+    const dir = await mkdtemp(join(tmpdir(), 'quarry-vec-view-'))
+    t.after(() => fs.rm(dir, { recursive: true, force: true }))
+    const store = await createEmbeddedVectorStore({ dir, dimensions: DIMS })
+    t.after(() => store.close())
+    await store.ensureCollection('kb', DIMS)
+    // Rows 0..7 point along different axes; the query is row 5, handed over as a view at an offset.
+    await store.upsert('kb', Array.from({ length: 8 }, (_, i) => point('kb', 'd', i, axis(i))))
+    const buffer = new Float32Array(8 * DIMS)
+    for (let i = 0; i < 8; i++) buffer.set(axis(i), i * DIMS)
+    const view = buffer.subarray(5 * DIMS, 6 * DIMS)
+    const { dense } = await store.search('kb', { dense: view, limit: 1 })
+    assert.equal(dense[0].payload.chunk_index, 5)
+  })
+})
