@@ -4,6 +4,7 @@
 //   npx tsx bench/embed.bench.ts            full run (quality on SciFact and autorag-ko, throughput)
 //   npx tsx bench/embed.bench.ts --quick    fewer docs and rounds
 //   npx tsx bench/embed.bench.ts --ablate   also the quality of feature variants (what the weights were tuned on)
+import { readQrels } from './eval/beir.ts'
 import { readFileSync, existsSync } from 'node:fs'
 import os from 'node:os'
 import { join } from 'node:path'
@@ -30,13 +31,7 @@ export function loadDataset(name: string): Dataset | null {
   const dir = join(DATASETS, name)
   if (!existsSync(join(dir, 'corpus.jsonl'))) return null
   const corpus = readJsonl(join(dir, 'corpus.jsonl'))
-  const qrels = new Map<string, Map<string, number>>()
-  for (const line of readFileSync(join(dir, 'qrels', 'test.tsv'), 'utf8').split('\n').slice(1)) {
-    const [q, d, s] = line.split('\t')
-    if (!q || !d) continue
-    if (!qrels.has(q)) qrels.set(q, new Map())
-    qrels.get(q)!.set(d, Number(s))
-  }
+  const qrels = readQrels(join(dir, 'qrels', 'test.tsv'))
   const queries = readJsonl(join(dir, 'queries.jsonl')).filter((q) => qrels.has(String(q._id)))
   return {
     name,

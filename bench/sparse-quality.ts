@@ -5,6 +5,7 @@
 //
 //   npx tsx bench/sparse-quality.ts            the default encoder and a few variants
 //   npx tsx bench/sparse-quality.ts --quick    the default encoder only
+import { readQrels } from './eval/beir.ts'
 import { existsSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
@@ -27,13 +28,7 @@ function readJsonl(path: string): Record<string, unknown>[] {
 function load(): Dataset | null {
   if (!existsSync(join(DIR, 'corpus.jsonl'))) return null
   const corpus = readJsonl(join(DIR, 'corpus.jsonl'))
-  const qrels = new Map<string, Map<string, number>>()
-  for (const line of readFileSync(join(DIR, 'qrels', 'test.tsv'), 'utf8').split('\n').slice(1)) {
-    const [q, d, s] = line.split('\t')
-    if (!q || !d) continue
-    if (!qrels.has(q)) qrels.set(q, new Map())
-    qrels.get(q)!.set(d, Number(s))
-  }
+  const qrels = readQrels(join(DIR, 'qrels', 'test.tsv'))
   const queries = readJsonl(join(DIR, 'queries.jsonl')).filter((q) => qrels.has(String(q._id)))
   return {
     docIds: corpus.map((d) => String(d._id)),
