@@ -88,7 +88,7 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
     quantization,
     connectivity: positiveInt('connectivity', options.connectivity, 16, 2),
     expansionAdd: positiveInt('expansionAdd', options.expansionAdd, 128),
-    expansionSearch: positiveInt('expansionSearch', options.expansionSearch, 128),
+    expansionSearch: positiveInt('expansionSearch', options.expansionSearch, 256),
     exactBudget: positiveInt('exactBudget', options.exactBudget, 1 << 19, 0),
     indexThreads: positiveInt('indexThreads', options.indexThreads, 1),
     indexSliceMs: positiveInt('indexSliceMs', options.indexSliceMs, 8),

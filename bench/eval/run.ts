@@ -163,7 +163,7 @@ export async function runEval(opts: EvalOptions): Promise<EvalResult> {
     for (const rel of ds.qrels.values()) for (const [id, g] of rel) if (g > 0) judgedIds.add(id)
 
     const settings = await kbSettings(c, kbId)
-    const retrieval = settings.retrieval as { hybrid?: { alpha?: number; rrf_k?: number } } | undefined
+    const retrieval = settings.retrieval as { hybrid?: { alpha?: number; rrf_k?: number; kb_rrf_k?: number } } | undefined
     const model = await embeddingModel(c, kbId)
 
     const results: ModeResult[] = []
@@ -210,6 +210,7 @@ export async function runEval(opts: EvalOptions): Promise<EvalResult> {
         dedup_enabled: (settings.dedup as { enabled?: boolean } | undefined)?.enabled,
         hybrid_alpha: hybridAlpha,
         rrf_k: retrieval?.hybrid?.rrf_k,
+        kb_rrf_k: retrieval?.hybrid?.kb_rrf_k,
         top_k: topK,
         rerank: false,
         document_level: 'best chunk rank per document; recall@100 over the documents of the top 100 chunks',
@@ -242,7 +243,7 @@ export function formatReport(r: EvalResult): string {
   lines.push(`Data set ${r.dataset}: ${r.sizes.docs} documents${r.sizes.docs < r.sizes.full_docs ? ` (of ${r.sizes.full_docs})` : ''}, ${r.sizes.queries} judged queries${r.sizes.queries < r.sizes.full_queries ? ` (of ${r.sizes.full_queries})` : ''}, ${r.sizes.judgements} judgements`)
   lines.push(`Service: ${r.service}`)
   const s = r.settings as Record<string, any>
-  lines.push(`Settings: embedding ${s.embedding_model}; chunking ${s.chunking.strategy} ${s.chunking.chunk_size}/${s.chunking.chunk_overlap} (min ${s.chunking.min_chunk_chars} chars); dedup ${s.dedup_enabled ? 'on' : 'off'}; hybrid alpha ${s.hybrid_alpha}, rrf_k ${s.rrf_k}; top_k ${s.top_k}; no reranking`)
+  lines.push(`Settings: embedding ${s.embedding_model}; chunking ${s.chunking.strategy} ${s.chunking.chunk_size}/${s.chunking.chunk_overlap} (min ${s.chunking.min_chunk_chars} chars); dedup ${s.dedup_enabled ? 'on' : 'off'}; hybrid alpha ${s.hybrid_alpha}, in-KB k ${s.kb_rrf_k || s.rrf_k}, rrf_k ${s.rrf_k}; top_k ${s.top_k}; no reranking`)
   const c = r.ingest.counts
   if (r.ingest.seconds !== null) lines.push(`Ingest: ${r.ingest.seconds} s (${r.ingest.docs_per_s} docs/s); indexed ${c.indexed ?? 0}, failed ${c.failed ?? 0}, outdated ${c.outdated ?? 0}, refused ${r.ingest.refused.length}; judged documents not indexed: ${r.ingest.unreachable_judged}`)
   for (const f of r.ingest.failed.slice(0, 5)) lines.push(`  failed ${f.corpus_id ?? f.source}${f.judged ? ' (judged)' : ''}: ${f.last_error}`)

@@ -3,6 +3,7 @@
 // each chunk's built-in dense vector and sparse vector, and the judged queries with their dense vectors.
 // Both engines index these very chunks and vectors, so only the engines differ.
 import { embedTexts } from '../../adapters/embedders/builtin.ts'
+import { contextHeader, encodingText } from '../../compute/chunk/context.ts'
 import { chunkDocument, CHUNKING_DEFAULTS } from '../../compute/chunk/index.ts'
 import { parseDocument } from '../../compute/parse/index.ts'
 import { encodeDocument, type SparseVector } from '../../compute/text/sparse.ts'
@@ -41,8 +42,10 @@ export async function prepare(dir: string, opts: { limitDocs?: number; limitQuer
   for (const f of files) {
     const parsed = await parseDocument({ bytes: f.bytes.slice(), filename: f.name, policy: 'lenient' })
     const { chunks: cs } = chunkDocument(parsed.pages, { ...CHUNKING_DEFAULTS })
+    const header = contextHeader(parsed.pages[0]?.text ?? '', parsed.title)
     const doc = idBySource.get(f.name)!
-    cs.forEach((c, index) => chunks.push({ doc, index, text: c.text, dense: new Float32Array(0), sparse: { indices: new Uint32Array(0), values: new Float32Array(0) } }))
+    // The text both engines index: what the service encodes (the title before every later chunk).
+    cs.forEach((c, index) => chunks.push({ doc, index, text: encodingText(c.text, c.start, header), dense: new Float32Array(0), sparse: { indices: new Uint32Array(0), values: new Float32Array(0) } }))
   }
   const chunkSeconds = (performance.now() - t) / 1000
   t = performance.now()

@@ -8,6 +8,7 @@ import type { VectorPoint } from '../../adapters/ports.ts'
 import { createEmbeddedVectorStore, type EmbeddedVectorStore, type EmbeddedVectorStoreOptions } from '../../adapters/vectors/embedded.ts'
 import { encodeQuery, STOP_WORDS } from '../../compute/text/sparse.ts'
 import { fuseInKb } from '../../plugins/search/fusion.ts'
+import { resolveSettings } from '../../kernel/config/load.ts'
 import { DIMS, type PreparedChunk, type PreparedQuery } from './data.ts'
 
 export type SearchMode = 'keyword' | 'vector' | 'hybrid'
@@ -25,9 +26,9 @@ export interface Engine {
 }
 
 export interface QuarryEngineOptions {
-  /** alpha of the in-KB fusion (the service default 0.5). */
+  /** alpha of the in-KB fusion (default: the service's, with the built-in embedder). */
   alpha?: number
-  /** k of the reciprocal rank fusion (the service default 60). */
+  /** k of the in-KB reciprocal rank fusion (default: the service's, with the built-in embedder). */
   rrfK?: number
   /** Store options over the defaults (bench/eval/tune.ts tries other HNSW settings). */
   store?: Partial<Omit<EmbeddedVectorStoreOptions, 'dir' | 'dimensions'>>
@@ -39,8 +40,9 @@ const KB = 'peer'
 
 /** Our embedded vector store, searched as the search service does for one KB. */
 export function createQuarryEngine(opts: QuarryEngineOptions = {}): Engine {
-  const alpha = opts.alpha ?? 0.5
-  const rrfK = opts.rrfK ?? 60
+  const hybrid = resolveSettings({}).settings.retrieval.hybrid
+  const alpha = opts.alpha ?? hybrid.alpha
+  const rrfK = opts.rrfK ?? (hybrid.kb_rrf_k || hybrid.rrf_k)
   let dir = ''
   let store: EmbeddedVectorStore | undefined
   // chunk_id -> chunk number: the store answers with payloads.
@@ -48,7 +50,7 @@ export function createQuarryEngine(opts: QuarryEngineOptions = {}): Engine {
   const toNumbers = (ids: readonly { payload: { chunk_id: string } }[]) => ids.map((h) => numberOf.get(h.payload.chunk_id)!)
   return {
     name: opts.name ?? 'quarry',
-    config: { store: `embedded (usearch HNSW f16 M16 ef${opts.store?.expansionSearch ?? 128}, exact f32 rescoring; inverted sparse index)`, hybrid: `fuseInKb alpha ${alpha}, rrf_k ${rrfK}, per-list depth max(4k, 40)` },
+    config: { store: `embedded (usearch HNSW f16 M16 ef${opts.store?.expansionSearch ?? 256}, exact f32 rescoring; inverted sparse index)`, hybrid: `fuseInKb alpha ${alpha}, rrf_k ${rrfK}, per-list depth max(4k, 40)` },
     async build(chunks) {
       dir = mkdtempSync(join(tmpdir(), 'quarry-peer-'))
       store = await createEmbeddedVectorStore({ dir, dimensions: DIMS, snapshotIdleMs: 0, snapshotOnClose: false, ...opts.store })

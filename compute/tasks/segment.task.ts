@@ -2,6 +2,7 @@
 // with the built-in embedder, its dense vector too: one thread crossing, typed arrays moved back.
 import { AppError } from '../../kernel/errors.ts'
 import { embedTexts } from '../../adapters/embedders/builtin.ts'
+import { encodingTexts } from '../chunk/context.ts'
 import { chunkDocument } from '../chunk/index.ts'
 import { createSparseEncoder, packSparse, type SparseBatch, type SparseEncoder, type SparseEncoderOptions } from '../text/sparse.ts'
 import type { ChunkedDocument, ChunkingOptions, PageText, TaskResult } from '../types.ts'
@@ -14,6 +15,8 @@ export interface SegmentRequest {
   sparse?: Omit<SparseEncoderOptions, 'tokenizer'>
   /** Compute built-in dense vectors of this many dimensions here (0 = the caller embeds). */
   builtinDimensions: number
+  /** The document title, put before every chunk but the first for encoding (compute/chunk/context.ts). */
+  title?: string
 }
 
 export interface SegmentValue extends ChunkedDocument {
@@ -30,7 +33,7 @@ export default async function segment(req: SegmentRequest): Promise<TaskResult<S
     const key = JSON.stringify(req.sparse ?? {})
     let enc = encoders.get(key)
     if (!enc) encoders.set(key, (enc = createSparseEncoder(req.sparse)))
-    const texts = chunked.chunks.map((c) => c.text)
+    const texts = encodingTexts(chunked.chunks, req.title)
     const sparse = packSparse(texts.map((t) => enc.encodeDocument(t)))
     const dense = req.builtinDimensions > 0 ? embedTexts(texts, req.builtinDimensions) : new Float32Array(0)
     return { ok: true, value: { ...chunked, sparse, dense } }

@@ -2,7 +2,11 @@
 // default and never drifts: `tsx kernel/config/example.ts > settings.example.yaml` (a test compares).
 import type { TSchema } from '@sinclair/typebox'
 import { stringify } from 'yaml'
+import { BUILTIN_FUSION_PROFILE } from './load.ts'
 import { SettingsSchema } from './schema.ts'
+
+/** Keys whose default depends on provider.name: written commented out, so that copying the example keeps that. */
+export const PROFILED_KEYS: ReadonlySet<string> = new Set(Object.keys(BUILTIN_FUSION_PROFILE).map((k) => `retrieval.hybrid.${k}`))
 
 const HEADER = `# Quarry settings: every key with its default value.
 # Copy to settings.yaml (or point SETTINGS_PATH / --config at it) and change what you need.
@@ -17,7 +21,7 @@ function scalar(value: unknown): string {
   return text === '' ? "''" : text
 }
 
-function render(schema: TSchema, indent: string, out: string[]): void {
+function render(schema: TSchema, indent: string, out: string[], prefix = ''): void {
   const props = (schema as { properties?: Record<string, TSchema> }).properties ?? {}
   for (const [key, child] of Object.entries(props)) {
     const c = child as { description?: string; default?: unknown; type?: string; properties?: unknown; enum?: unknown[]; minimum?: number; maximum?: number; overridable?: boolean }
@@ -29,11 +33,11 @@ function render(schema: TSchema, indent: string, out: string[]): void {
     if (c.type === 'object' && c.properties) {
       if (notes.length) out.push(`${indent}# ${notes.join(' ')}`)
       out.push(`${indent}${key}:`)
-      render(child, `${indent}  `, out)
+      render(child, `${indent}  `, out, `${prefix}${key}.`)
       continue
     }
     if (notes.length) out.push(`${indent}# ${notes.join(' ')}`)
-    out.push(`${indent}${key}: ${scalar(c.default)}`)
+    out.push(`${indent}${PROFILED_KEYS.has(prefix + key) ? '# ' : ''}${key}: ${scalar(c.default)}`)
   }
 }
 

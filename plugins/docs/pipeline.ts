@@ -3,6 +3,7 @@
 // this runs is never overwritten, and what this run wrote is removed again.
 import type { Adapters, ChunkPayload, VectorPoint } from '../../adapters/ports.ts'
 import type { ComputePool } from '../../compute/pool.ts'
+import { contextHeader, encodingTexts } from '../../compute/chunk/context.ts'
 import { chunkSemantic } from '../../compute/chunk/index.ts'
 import { unpackSparse } from '../../compute/text/sparse.ts'
 import type { Chunk, DocType } from '../../compute/types.ts'
@@ -128,17 +129,18 @@ export function createProcessor(deps: {
         return
       }
 
-      // chunk (+ sparse vectors, + built-in dense vectors)
+      // chunk (+ sparse vectors, + built-in dense vectors); later chunks are encoded with the document's header
+      const header = contextHeader(parsed.pages[0]?.text ?? '', title)
       const seg = await timed('chunk', async () => {
         if (cfg.chunking.strategy === 'semantic') {
           const chunked = await chunkSemantic(parsed.pages, cfg.chunking, (texts) => embedAll([...texts], signal))
-          const sparse = await pool.run('sparse', { texts: chunked.chunks.map((c) => c.text), kind: 'document' }, { signal })
+          const sparse = await pool.run('sparse', { texts: encodingTexts(chunked.chunks, header), kind: 'document' }, { signal })
           return { ...chunked, sparse, dense: new Float32Array(0) }
         }
         return pool.run('segment', {
           pages: parsed.pages, options: cfg.chunking, kind: docType === 'code' ? 'code' : 'text',
           language: docType === 'code' ? doc.source.slice(doc.source.lastIndexOf('.') + 1) : undefined,
-          builtinDimensions: builtin ? embedder.dimensions : 0,
+          builtinDimensions: builtin ? embedder.dimensions : 0, title: header,
         }, { signal })
       })
       if (seg.chunks.length === 0) throw new StageError('chunk', 'the document produced no chunk of at least chunking.min_chunk_chars characters')
@@ -150,7 +152,7 @@ export function createProcessor(deps: {
           const d = embedder.dimensions
           return seg.chunks.map((_, i) => seg.dense.subarray(i * d, (i + 1) * d))
         }
-        return embedAll(seg.chunks.map((c) => c.text), signal)
+        return embedAll(encodingTexts(seg.chunks, header), signal)
       })
 
       // dedup stage 3

@@ -117,7 +117,7 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
     let ranked: Ranked[]
     let candidates: number
     if (opts.mode === 'hybrid') {
-      ranked = fuseInKb(hits.dense, hits.sparse, opts.alpha, r.hybrid.rrf_k)
+      ranked = fuseInKb(hits.dense, hits.sparse, opts.alpha, r.hybrid.kb_rrf_k || r.hybrid.rrf_k)
       candidates = ranked.length
     } else {
       ranked = hits.dense.map((h) => ({ payload: h.payload, score: h.score }))

@@ -4,8 +4,8 @@ import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parse } from 'yaml'
-import { ConfigError, findSettingsFile, loadSettings, resolveSettings } from '../../kernel/config/load.ts'
-import { renderExample } from '../../kernel/config/example.ts'
+import { BUILTIN_FUSION_PROFILE, ConfigError, findSettingsFile, loadSettings, resolveSettings } from '../../kernel/config/load.ts'
+import { PROFILED_KEYS, renderExample } from '../../kernel/config/example.ts'
 import { flatten, leafSchemas } from '../../kernel/config/tree.ts'
 
 const problemsOf = (raw: unknown, env = {}): string[] => {
@@ -40,6 +40,20 @@ describe('settings: defaults and sources', () => {
     for (const section of ['dagster', 's3', 'postgres', 'qdrant', 'redis', 'queue_worker', 'queue_poll', 'provider', 'ingestion', 'dedup', 'chunking', 'embedding', 'retrieval', 'knowledge_bases', 'mcp', 'tracing', 'logging', 'oidc', 'authz', 'smtp', 'rate_limit']) {
       assert.ok(section in settings, `section ${section}`)
     }
+  })
+
+  it('gives hybrid search the built-in embedder profile only when the fusion keys are unset', () => {
+    const builtin = resolveSettings({}).settings.retrieval.hybrid
+    assert.equal(builtin.alpha, BUILTIN_FUSION_PROFILE.alpha)
+    assert.equal(builtin.kb_rrf_k, BUILTIN_FUSION_PROFILE.kb_rrf_k)
+    assert.equal(builtin.rrf_k, 60, 'the fusion across KBs keeps the specification default')
+    const explicit = resolveSettings({ retrieval: { hybrid: { alpha: 0.5 } } }).settings.retrieval.hybrid
+    assert.equal(explicit.alpha, 0.5)
+    assert.equal(explicit.kb_rrf_k, BUILTIN_FUSION_PROFILE.kb_rrf_k)
+    const model = resolveSettings({ provider: { name: 'local' }, embedding: { model: 'bge-m3' } }).settings.retrieval.hybrid
+    assert.deepEqual({ alpha: model.alpha, kb_rrf_k: model.kb_rrf_k, rrf_k: model.rrf_k }, { alpha: 0.5, kb_rrf_k: 0, rrf_k: 60 })
+    assert.match(problemsOf({ retrieval: 'fast' })[0], /^retrieval/)
+    assert.match(problemsOf({ retrieval: { hybrid: 3 } })[0], /^retrieval\.hybrid/)
   })
 
   it('freezes the result', () => {
@@ -176,8 +190,12 @@ describe('settings.example.yaml', () => {
   })
 
   it('documents every key and parses to the defaults', () => {
-    const parsed = parse(readFileSync('settings.example.yaml', 'utf8'))
-    const documented = new Set(flatten(parsed).keys())
+    const text = readFileSync('settings.example.yaml', 'utf8')
+    const parsed = parse(text)
+    // Keys whose default depends on the provider are there commented out: uncommented, they are documented keys.
+    const uncommented = text.replace(/^(\s*)# ([a-z_]+): /gm, (line, indent: string, key: string) => (PROFILED_KEYS.has(`retrieval.hybrid.${key}`) ? `${indent}${key}: ` : line))
+    const documented = new Set(flatten(parse(uncommented)).keys())
+    for (const key of PROFILED_KEYS) assert.ok(!flatten(parsed).has(key), `${key} is commented out`)
     for (const key of leafSchemas().keys()) assert.ok(documented.has(key), `settings.example.yaml lacks ${key}`)
     assert.deepEqual(resolveSettings(parsed).settings, resolveSettings({}).settings)
   })

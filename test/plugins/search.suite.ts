@@ -58,6 +58,17 @@ export function searchSuite(label: string, opts: StartOptions): void {
     assert.deepEqual(none.body.results, [])
   })
 
+  it(`${label}: every chunk is encoded with its document title, and returned without it`, async (t) => {
+    const svc = await startApp(t, withSettings({ chunking: { chunk_size: 300, chunk_overlap: 30 } }))
+    const kb = await newKb(svc)
+    await ingest(svc, kb, { 'guide.md': md('Xylophonist field guide', prose('guide', 12)), 'other.md': md('Other notes', prose('other', 12)) })
+    const { body } = await search(svc, { query: 'xylophonist', kb_ids: [kb], options: { 'hybrid.alpha': 0, top_k: 20 } })
+    const later = body.results.filter((r: Json) => r.chunk_index > 0)
+    assert.ok(later.length >= 2, 'later chunks of the guide are found by the title word alone')
+    for (const r of body.results) assert.equal(r.source, 'guide.md')
+    for (const r of later) assert.ok(!/xylophonist/i.test(r.text), 'the returned text is the chunk as written')
+  })
+
   it(`${label}: alpha picks the lists: 0.0 is sparse only, 1.0 is dense only; similarity filters by min_score per KB`, async (t) => {
     // Full-size vectors: at the tests' usual 64 dimensions hashed features collide too much for cosines to mean much.
     const svc = await startApp(t, withSettings({ embedding: { vector_size: 1024 } }))
