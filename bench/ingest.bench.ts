@@ -51,23 +51,33 @@ export async function service(docs: GeneratedDoc[], concurrency: number) {
     let clientCode: number | null = null
     void clientDone.then((c) => (clientCode = c))
     while (finished < docs.length) {
-      await new Promise((r) => setTimeout(r, 250))
+      await new Promise((r) => setTimeout(r, 100))
       if (clientCode !== null && clientCode !== 0) throw new Error(`the upload client failed (exit ${clientCode})`)
+      // The pipeline's own counters each turn (no query); the database confirms once they say done, so the
+      // benchmark does not load the metadata store it measures.
+      const m = docsPlugin.metrics
+      bar.set(Math.min(docs.length, m.indexed + m.failed + m.skipped))
+      if (m.indexed + m.failed + m.skipped < docs.length) continue
       counts = (await docsPlugin.service.repo.counts('bench')).get('bench') ?? {}
       finished = (counts.indexed ?? 0) + (counts.failed ?? 0) + (counts.outdated ?? 0)
-      bar.set(finished)
     }
     const seconds = (performance.now() - started) / 1000
     bar.done()
+    // Every document is indexed (searchable: rows not yet in the HNSW graph are scanned exactly). The graph
+    // trails a bulk ingest and catches up once writes pause: how long that takes is reported beside it.
+    const store = app.adapters.vectors as { whenIndexed?(kb: string): Promise<void> }
+    const graphStarted = performance.now()
+    await store.whenIndexed?.('bench')
+    const graphCatchUp = (performance.now() - graphStarted) / 1000
     await clientDone
-    return { seconds, counts, metrics: docsPlugin.metrics, peakRssMb: process.resourceUsage().maxRSS / 1024 }
+    return { seconds, graphCatchUp, counts, metrics: docsPlugin.metrics, peakRssMb: process.resourceUsage().maxRSS / 1024 }
   } finally {
     await app.close()
     rmSync(dir, { recursive: true, force: true })
   }
 }
 
-async function baseline(docs: GeneratedDoc[]) {
+export async function baseline(docs: GeneratedDoc[]) {
   const dir = mkdtempSync(join(tmpdir(), 'quarry-ingest-base-'))
   const store = await createEmbeddedVectorStore({ dir, dimensions: DIMS })
   await store.ensureCollection('bench', DIMS)
@@ -118,6 +128,8 @@ export async function run(opts: IngestBenchOptions = { quick: true }) {
       documents_per_s: round(rate, 1),
       mb_per_s: round(bytes / 2 ** 20 / ours.seconds, 2),
       seconds: round(ours.seconds, 2),
+      // After the last document was indexed, until the HNSW graph held every vector (searches scan the rest).
+      graph_catch_up_s: round(ours.graphCatchUp, 2),
       outcome: { indexed: ours.counts.indexed, failed: ours.counts.failed, outdated: ours.counts.outdated },
       chunks: ours.metrics.chunks,
       // Summed over concurrent documents: shares show where the work goes, not wall time.

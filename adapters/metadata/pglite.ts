@@ -1,46 +1,90 @@
-// Embedded metadata store: PGlite (PostgreSQL compiled to WebAssembly) in a folder of data_dir.
-// One connection: PGlite serialises queries itself, and a transaction holds it exclusively.
+// Embedded metadata store: PGlite (PostgreSQL compiled to WebAssembly) in a folder of data_dir, hosted in a
+// thread of its own (pglite-thread.ts). One connection: PGlite serialises queries itself, and a transaction
+// holds it exclusively until its end message.
 import { mkdirSync } from 'node:fs'
+import { Worker } from 'node:worker_threads'
+import { serviceUnavailable } from '../../kernel/errors.ts'
 import type { Sql, SqlRunner } from '../ports.ts'
-import { OID, parseInt8, parseTimestamp } from './common.ts'
+import type { Reply, Request, SerializedError } from './pglite-thread.ts'
 
 export interface PgliteOptions {
   /** Folder of the database; undefined = in memory (tests). */
   dir?: string
 }
 
+type WithoutId<T> = T extends unknown ? Omit<T, 'id'> : never
+type Pending = { resolve(v: unknown): void; reject(e: unknown): void }
+
+const revive = (e: SerializedError): Error => Object.assign(new Error(e.message), e.fields, { name: e.name })
+
 export async function createPgliteSql(opts: PgliteOptions = {}): Promise<Sql> {
-  const { PGlite } = await import('@electric-sql/pglite')
   if (opts.dir) mkdirSync(opts.dir, { recursive: true })
-  // relaxedDurability: a query returns once PGlite handed its writes to the OS, without waiting for the flush.
-  // A killed process loses nothing (the OS has the pages); only an OS crash can lose the last moments, and
-  // the document states are built to be recovered from that (heartbeats, idempotent re-queueing).
-  const db = new PGlite(opts.dir, {
-    relaxedDurability: true,
-    parsers: { [OID.INT8]: parseInt8, [OID.TIMESTAMPTZ]: parseTimestamp, [OID.TIMESTAMP]: parseTimestamp },
-  })
-  await db.waitReady
-  await db.exec("SET TIME ZONE 'UTC'")
+  const worker = new Worker(new URL('./pglite-worker.mjs', import.meta.url), { workerData: { dir: opts.dir }, execArgv: [] })
+  const pending = new Map<number, Pending>()
+  let nextId = 1
+  let dead: Error | null = null
   let closed = false
 
-  const query = async <T>(text: string, params: readonly unknown[] = []): Promise<T[]> =>
-    (await db.query<T>(text, params as unknown[])).rows
+  await new Promise<void>((resolve, reject) => {
+    const onError = (err: Error) => reject(err)
+    worker.once('error', onError)
+    worker.once('message', (m: { ready: boolean; error?: SerializedError }) => {
+      worker.off('error', onError)
+      if (m.ready) resolve()
+      else reject(revive(m.error!))
+    })
+  })
+
+  const failAll = (err: Error) => {
+    dead = err
+    for (const p of pending.values()) p.reject(err)
+    pending.clear()
+  }
+  worker.on('message', (m: Reply) => {
+    const p = pending.get(m.id)
+    if (!p) return
+    pending.delete(m.id)
+    if (pending.size === 0) worker.unref()
+    if (m.ok) p.resolve(m.value)
+    else p.reject(revive(m.error))
+  })
+  worker.on('error', (err) => failAll(serviceUnavailable(`Database unavailable (pglite): ${err.message}`, err)))
+  worker.on('exit', (code) => failAll(serviceUnavailable(`Database unavailable (pglite): its thread exited (code ${code})`)))
+  // The thread keeps the process alive only while a call is waiting for it.
+  worker.unref()
+
+  function call<T>(req: WithoutId<Request>): Promise<T> {
+    if (dead) return Promise.reject(dead)
+    const id = nextId++
+    return new Promise<T>((resolve, reject) => {
+      pending.set(id, { resolve: resolve as (v: unknown) => void, reject })
+      if (pending.size === 1) worker.ref()
+      worker.postMessage({ ...req, id })
+    })
+  }
+
+  const query = <T>(text: string, params: readonly unknown[] = []): Promise<T[]> => call<T[]>({ op: 'query', text, params: params as unknown[] })
 
   return {
     name: 'pglite',
     query,
     async transaction(fn) {
-      return db.transaction(async (tx) => {
-        const runner: SqlRunner = {
-          query: async <T>(text: string, params: readonly unknown[] = []) => (await tx.query<T>(text, params as unknown[])).rows,
-        }
-        return fn(runner)
-      })
+      const tx = await call<number>({ op: 'begin' })
+      const runner: SqlRunner = { query: <T>(text: string, params: readonly unknown[] = []) => call<T[]>({ op: 'query', text, params: params as unknown[], tx }) }
+      let result
+      try {
+        result = await fn(runner)
+      } catch (err) {
+        await call({ op: 'end', tx, commit: false }).catch(() => undefined)
+        throw err
+      }
+      await call({ op: 'end', tx, commit: true })
+      return result
     },
     async ping() {
-      if (closed) return false
+      if (closed || dead) return false
       try {
-        await db.query('SELECT 1')
+        await query('SELECT 1')
         return true
       } catch {
         return false
@@ -49,7 +93,8 @@ export async function createPgliteSql(opts: PgliteOptions = {}): Promise<Sql> {
     async close() {
       if (closed) return
       closed = true
-      await db.close()
+      if (!dead) await call({ op: 'close' }).catch(() => undefined)
+      await worker.terminate()
     },
   }
 }

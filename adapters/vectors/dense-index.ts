@@ -27,6 +27,12 @@ export interface DenseIndexOptions extends HnswParams {
   indexThreads: number
   /** Target duration of one background slice: the longest the event loop is held by graph building. */
   indexSliceMs: number
+  /**
+   * Share of the thread's time graph building may take while points keep arriving (an upsert in the last
+   * second): during a bulk ingest the graph trails behind and catches up at full speed once writes pause.
+   * Rows not yet in the graph are found by an exact scan meanwhile, so they are searchable at once. 1 = no limit.
+   */
+  busyShare?: number
   log?: { warn(obj: object, msg: string): void; info?(obj: object, msg: string): void }
 }
 
@@ -51,7 +57,10 @@ export class DenseIndex {
   pendingCount = 0
   // Background graph building.
   private msPerVector = 1
-  private timer: NodeJS.Immediate | undefined
+  private timer: NodeJS.Immediate | NodeJS.Timeout | undefined
+  private timerIsTimeout = false
+  private lastWriteAt = -Infinity
+  private lastSliceMs = 0
   private idleWaiters: (() => void)[] = []
   private stopped = false
   /** Set when usearch refused an insertion; graph building is then off and waiting rows are scanned. */
@@ -223,19 +232,36 @@ export class DenseIndex {
 
   stop(): void {
     this.stopped = true
-    if (this.timer !== undefined) clearImmediate(this.timer)
+    // Each clear function only for its own kind: clearImmediate on a Timeout corrupts Node's immediate queue.
+    if (this.timer !== undefined) {
+      if (this.timerIsTimeout) clearTimeout(this.timer as NodeJS.Timeout)
+      else clearImmediate(this.timer as NodeJS.Immediate)
+    }
     this.timer = undefined
     for (const w of this.idleWaiters.splice(0)) w()
   }
 
   schedule(): void {
     if (this.stopped || this.timer !== undefined || this.pendingCount === 0) return
-    this.timer = setImmediate(() => {
+    const run = () => {
       this.timer = undefined
+      const started = performance.now()
       this.indexSlice()
+      this.lastSliceMs = performance.now() - started
       if (this.pendingCount > 0) this.schedule()
       else for (const w of this.idleWaiters.splice(0)) w()
-    })
+    }
+    const share = this.opts.busyShare ?? 1
+    const busy = share < 1 && this.idleWaiters.length === 0 && performance.now() - this.lastWriteAt < 1000
+    if (busy && this.lastSliceMs > 0) {
+      // Rest long enough after the last slice that building takes `share` of the time.
+      const t = setTimeout(run, Math.min(1000, (this.lastSliceMs * (1 - share)) / share))
+      this.timer = t
+      this.timerIsTimeout = true
+    } else {
+      this.timer = setImmediate(run)
+      this.timerIsTimeout = false
+    }
   }
 
   /** Inserts as many waiting rows as fit in one slice; returns how many were inserted. */
@@ -332,6 +358,7 @@ export class DenseIndex {
     this.queue[this.queueTail++] = row
     this.waiting[row] = 1
     this.pendingCount++
+    this.lastWriteAt = performance.now()
     this.schedule()
   }
 

@@ -20,9 +20,9 @@ export interface EmbeddedVectorStoreOptions {
   quantization?: Quantization
   /** HNSW links per node (M). Default 16. */
   connectivity?: number
-  /** Candidate list while building the graph (ef_construction). Default 128. */
+  /** Candidate list while building the graph (ef_construction). Default 64 (SciFact, built-in vectors: dense nDCG@10 0.5193 at 64, 0.5190 at 128, built in 8.4 s instead of 13.6 s). */
   expansionAdd?: number
-  /** Candidate list while searching (ef). Default 128. */
+  /** Candidate list while searching (ef). Default 256 (SciFact with built-in vectors: ef 128 ranked 0.006 nDCG@10 below an exact scan, ef 256 ties it). */
   expansionSearch?: number
   /**
    * Up to rows x dimensions = this, a dense search scans every row exactly. Default 2^19 (512 rows of 1024,
@@ -36,6 +36,8 @@ export interface EmbeddedVectorStoreOptions {
   indexThreads?: number
   /** Longest the event loop is held by one slice of graph building, in ms. Default 8. */
   indexSliceMs?: number
+  /** Share of the event loop graph building takes while upserts keep arriving (DenseIndexOptions.busyShare). Default 0.25. */
+  busyShare?: number
   /** Log size that triggers a snapshot (at least; it grows with the collection). Default 64 MiB. */
   snapshotMinBytes?: number
   /** Quiet time after which a non-empty log is folded into a snapshot, in ms; 0 turns it off. Default 30 s. */
@@ -78,6 +80,12 @@ function positiveInt(name: string, value: number | undefined, fallback: number, 
   return v
 }
 
+function unitShare(value: number | undefined, fallback: number): number {
+  const v = value ?? fallback
+  if (!(v > 0 && v <= 1)) throw new Error(`createEmbeddedVectorStore: busyShare must be in (0, 1], got ${String(value)}`)
+  return v
+}
+
 export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOptions): Promise<EmbeddedVectorStore> {
   const dir = resolve(options.dir)
   const dimensions = positiveInt('dimensions', options.dimensions, 0)
@@ -87,11 +95,12 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
     dimensions,
     quantization,
     connectivity: positiveInt('connectivity', options.connectivity, 16, 2),
-    expansionAdd: positiveInt('expansionAdd', options.expansionAdd, 128),
+    expansionAdd: positiveInt('expansionAdd', options.expansionAdd, 64),
     expansionSearch: positiveInt('expansionSearch', options.expansionSearch, 256),
     exactBudget: positiveInt('exactBudget', options.exactBudget, 1 << 19, 0),
     indexThreads: positiveInt('indexThreads', options.indexThreads, 1),
     indexSliceMs: positiveInt('indexSliceMs', options.indexSliceMs, 8),
+    busyShare: unitShare(options.busyShare, 0.25),
     snapshotMinBytes: positiveInt('snapshotMinBytes', options.snapshotMinBytes, 64 << 20, 0),
     snapshotIdleMs: positiveInt('snapshotIdleMs', options.snapshotIdleMs, 30_000, 0),
     log: options.log,

@@ -53,11 +53,21 @@ const REREAD = 16
  * database (still indexed) before it counts, and entries found stale are dropped.
  */
 export class SignatureIndex {
-  private readonly kbs = new Map<string, { entries: Map<string, Entry & { seq: number }>; seen: number }>()
+  private readonly kbs = new Map<string, { entries: Map<string, Entry & { seq: number }>; seen: number; readAt: number }>()
+
+  /**
+   * @param refreshMs how stale the view of other processes' writes may get: within this long after a read, a
+   *   screen uses the signatures in memory (this process's own writes are added at once by `add`). Documents
+   *   processed at the same moment by different processes cannot see each other anyway.
+   */
+  constructor(private readonly refreshMs = 500) {}
 
   private async refresh(db: SqlRunner, kbId: string): Promise<Map<string, Entry>> {
     let kb = this.kbs.get(kbId)
-    if (!kb) this.kbs.set(kbId, (kb = { entries: new Map(), seen: 0 }))
+    if (!kb) this.kbs.set(kbId, (kb = { entries: new Map(), seen: 0, readAt: -Infinity }))
+    const now = performance.now()
+    if (now - kb.readAt < this.refreshMs) return kb.entries
+    kb.readAt = now
     const rows = await db.query<{ doc_id: string; simhash: string; minhash: Uint8Array; title: string; seq: number }>(
       'SELECT doc_id, simhash, minhash, title, seq FROM dedup_signatures WHERE kb_id = $1 AND seq > $2', [kbId, Math.max(0, kb.seen - REREAD)])
     for (const r of rows) {
@@ -66,6 +76,14 @@ export class SignatureIndex {
       if (r.seq > kb.seen) kb.seen = r.seq
     }
     return kb.entries
+  }
+
+  /** A signature this process has just committed (finishIndexed), visible to its next screen at once. */
+  add(kbId: string, docId: string, sig: Signatures, seq: number): void {
+    const kb = this.kbs.get(kbId)
+    // A KB never read yet is read whole at its first screen, this row included.
+    if (!kb) return
+    kb.entries.set(docId, { simhash: sig.simhash, minhash: sig.minhash, title: sig.title, seq })
   }
 
   forget(kbId: string, docId: string): void {
@@ -167,24 +185,25 @@ export interface IndexedFields {
 
 /**
  * The end of a successful ingest in one statement: the document's signature row and band keys replaced,
- * and the document moved running -> indexed (compare-and-set). False when the document left `running`
- * meanwhile; the signatures written then are removed by the caller's clean-up.
+ * and the document moved running -> indexed (compare-and-set). Returns the signature's sequence number, or
+ * null when the document left `running` meanwhile; the signatures written then are removed by the caller's
+ * clean-up.
  */
-export async function finishIndexed(db: SqlRunner, kbId: string, docId: string, sig: Signatures, f: IndexedFields): Promise<boolean> {
-  const rows = await db.query(
+export async function finishIndexed(db: SqlRunner, kbId: string, docId: string, sig: Signatures, f: IndexedFields): Promise<number | null> {
+  const rows = await db.query<{ seq: number }>(
     `WITH old_bands AS (DELETE FROM dedup_bands WHERE doc_id = $1),
           sig AS (
             INSERT INTO dedup_signatures (doc_id, kb_id, simhash, minhash, title, chunk_count) VALUES ($1, $2, $3, $4, $5, $6)
             ON CONFLICT (doc_id) DO UPDATE SET simhash = EXCLUDED.simhash, minhash = EXCLUDED.minhash, title = EXCLUDED.title,
               chunk_count = EXCLUDED.chunk_count, created_at = now(), seq = nextval(pg_get_serial_sequence('dedup_signatures', 'seq'))
-            RETURNING doc_id),
+            RETURNING doc_id, seq),
           bands AS (INSERT INTO dedup_bands (kb_id, band, doc_id) SELECT $2, b, sig.doc_id FROM sig, unnest($7::text[]) AS b ON CONFLICT DO NOTHING)
      UPDATE documents SET status = 'indexed', updated_at = now(), heartbeat_at = NULL, chunk_count = $6, embedding_model = $8, title = $9,
        doc_type = $10, last_error = NULL, duplicate_of = NULL
-     WHERE doc_id = $1 AND status = 'running' RETURNING doc_id`,
+     WHERE doc_id = $1 AND status = 'running' RETURNING doc_id, (SELECT seq FROM sig) AS seq`,
     [docId, kbId, sig.simhash, toBytes(sig.minhash), sig.title, f.chunk_count, sig.bands, f.embedding_model, f.title, f.doc_type],
   )
-  return rows.length > 0
+  return rows.length > 0 ? Number(rows[0].seq) : null
 }
 
 export async function dropSignatures(db: SqlRunner, docId: string): Promise<void> {

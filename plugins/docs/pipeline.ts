@@ -206,7 +206,9 @@ export function createProcessor(deps: {
         const fields = { chunk_count: seg.chunks.length, embedding_model: embedder.model, title, doc_type: parsed.doc_type }
         let moved: boolean
         if (signatures) {
-          moved = await finishIndexed(sql, kbId, docId, signatures, fields)
+          const seq = await finishIndexed(sql, kbId, docId, signatures, fields)
+          moved = seq !== null
+          if (seq !== null) signatureIndex.add(kbId, docId, signatures, seq)
         } else {
           if (reindex) await dropSignatures(sql, docId)
           moved = (await repo.transition(docId, ['running'], 'indexed', { ...fields, last_error: null, duplicate_of: null })) !== null

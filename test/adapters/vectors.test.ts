@@ -316,6 +316,31 @@ describe('embedded vector store: behaviour', () => {
     assert.ok(stats !== null && stats.rows < 6 * 400, `rows were reused (${stats?.rows} rows for ${6 * 400} upserts)`)
   })
 
+  it('lets the graph trail behind a stream of writes: new points are searchable at once and the graph catches up', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-trail'
+    // One row per slice at first and a long rest after each slice while writes keep arriving.
+    const store = await open(dir, { exactBudget: 0, quantization: 'f32', indexSliceMs: 1, busyShare: 0.001 })
+    const points = randomPoints(kb, 60, 7)
+    await store.upsert(kb, points)
+    await new Promise((r) => setImmediate(r))
+    const lagging = await store.stats(kb)
+    assert.ok(lagging !== null && lagging.pending > 30, `the graph trails the writes (pending ${lagging?.pending})`)
+    for (const p of points.slice(0, 10)) {
+      const { dense } = await store.search(kb, { dense: p.dense, limit: 1 })
+      assert.equal(dense[0]?.payload.chunk_id, p.payload.chunk_id, 'a point not yet in the graph is found by the exact scan')
+    }
+    await store.whenIndexed(kb)
+    const done = await store.stats(kb)
+    assert.deepEqual({ pending: done?.pending, inGraph: done?.inGraph }, { pending: 0, inGraph: 60 })
+    // Closing while a rest timer is pending must leave the event loop's immediate queue intact.
+    await store.upsert(kb, randomPoints(kb, 20, 8, DIMS, 10, 'late'))
+    await new Promise((r) => setImmediate(r))
+    await store.close()
+    const fired = await Promise.race([new Promise((r) => setImmediate(() => r('immediate'))), new Promise((r) => setTimeout(() => r('timeout'), 2000))])
+    assert.equal(fired, 'immediate')
+  })
+
   it('serves searches while upserts and deletes run, and acknowledges every concurrent write', async (t) => {
     const dir = await tempDir(t)
     const kb = 'kb-concurrent'

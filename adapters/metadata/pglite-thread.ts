@@ -1,0 +1,101 @@
+// The metadata thread: PGlite (PostgreSQL compiled to WebAssembly) runs here, not on the main thread, so the
+// query work (about 40 % of the main thread during a bulk ingest) runs beside HTTP, the vector store and the
+// pipeline instead of between them. pglite.ts is the other end: one message per query, transactions by id.
+import { parentPort, workerData } from 'node:worker_threads'
+import { PGlite, type Transaction } from '@electric-sql/pglite'
+import { OID, parseInt8, parseTimestamp } from './common.ts'
+
+export type Request =
+  | { id: number; op: 'query'; text: string; params: unknown[]; tx?: number }
+  | { id: number; op: 'begin' }
+  | { id: number; op: 'end'; tx: number; commit: boolean }
+  | { id: number; op: 'close' }
+
+export type Reply = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: SerializedError }
+
+export interface SerializedError {
+  message: string
+  name: string
+  /** SQLSTATE and the other fields of a PostgreSQL error (code, detail, constraint...). */
+  fields: Record<string, unknown>
+}
+
+const port = parentPort!
+const { dir } = workerData as { dir?: string }
+
+function serialize(err: unknown): SerializedError {
+  const e = err instanceof Error ? err : new Error(String(err))
+  const fields: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(e)) if (v === null || ['string', 'number', 'boolean'].includes(typeof v)) fields[k] = v
+  return { message: e.message, name: e.name, fields }
+}
+
+const reply = (id: number, value: unknown) => port.postMessage({ id, ok: true, value } satisfies Reply)
+const fail = (id: number, err: unknown) => port.postMessage({ id, ok: false, error: serialize(err) } satisfies Reply)
+
+// relaxedDurability: a query returns once PGlite handed its writes to the OS, without waiting for the flush.
+// A killed process loses nothing (the OS has the pages); only an OS crash can lose the last moments, and the
+// document states are built to be recovered from that (heartbeats, idempotent re-queueing).
+const db = new PGlite(dir, {
+  relaxedDurability: true,
+  parsers: { [OID.INT8]: parseInt8, [OID.TIMESTAMPTZ]: parseTimestamp, [OID.TIMESTAMP]: parseTimestamp },
+})
+
+class Rollback extends Error {}
+
+/** Open transactions: each holds PGlite's transaction lock until its `end` message arrives. */
+const txs = new Map<number, { tx: Transaction; end: (commit: boolean, replyId: number) => void }>()
+let nextTx = 1
+
+function begin(id: number): void {
+  const txId = nextTx++
+  let endReply = 0
+  db.transaction(async (tx) => {
+    const commit = await new Promise<boolean>((resolve) => {
+      txs.set(txId, { tx, end: (c, replyId) => { endReply = replyId; resolve(c) } })
+      reply(id, txId)
+    })
+    txs.delete(txId)
+    if (!commit) throw new Rollback()
+  }).then(
+    () => reply(endReply, null),
+    (err) => {
+      txs.delete(txId)
+      if (err instanceof Rollback) reply(endReply, null)
+      else if (endReply) fail(endReply, err)
+      else fail(id, err) // BEGIN itself failed
+    },
+  )
+}
+
+async function handle(msg: Request): Promise<void> {
+  switch (msg.op) {
+    case 'query': {
+      const runner = msg.tx === undefined ? db : txs.get(msg.tx)?.tx
+      if (!runner) throw new Error(`transaction ${msg.tx} is not open`)
+      return reply(msg.id, (await runner.query(msg.text, msg.params)).rows)
+    }
+    case 'begin':
+      return begin(msg.id)
+    case 'end': {
+      const t = txs.get(msg.tx)
+      if (!t) throw new Error(`transaction ${msg.tx} is not open`)
+      return t.end(msg.commit, msg.id)
+    }
+    case 'close':
+      await db.close()
+      reply(msg.id, null)
+      port.close()
+  }
+}
+
+try {
+  await db.waitReady
+  await db.exec("SET TIME ZONE 'UTC'")
+  port.postMessage({ ready: true })
+} catch (err) {
+  port.postMessage({ ready: false, error: serialize(err) })
+}
+port.on('message', (msg: Request) => {
+  handle(msg).catch((err) => fail(msg.id, err))
+})
