@@ -284,7 +284,8 @@ function orama(raw: unknown): Normalised {
   if (typeof skipped === 'string') return { sizes: {}, comparisons: [], series: [], notes: [], skipped }
   const { comparisons, notes, add } = collector()
   const results = obj(raw, 'results') ?? {}
-  const peers = Object.keys(results).filter((n) => n !== 'quarry')
+  // Our other variants (the exact-scan reference) are not peers.
+  const peers = Object.keys(results).filter((n) => n.startsWith('orama'))
   // Against the better of Orama's configurations (default, stemmed) on each figure, as the benchmark's targets are.
   const bestPeer = (path: string, higher: boolean): { value: number; name: string } | undefined => {
     let best: { value: number; name: string } | undefined

@@ -230,6 +230,7 @@ describe('normalisation of each benchmark', () => {
       quarry: engine([3000, 1200, 240], [0.88, 0.72, 0.78], 2, 24),
       orama: engine([30, 160, 20], [0.49, 0.72, 0.72], 2.5, 33),
       'orama (stemmed)': engine([100, 40, 96], [0.75, 0.72, 0.8], 2.2, 37),
+      'quarry (exact scan)': engine([5000, 99, 500], [0.9, 0.9, 0.9], 1, 1),
     } }
     const n = normalise('orama', raw)
     const hybrid = byMetric(n.comparisons, 'hybrid queries/s vs Orama')
