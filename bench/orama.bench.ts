@@ -12,7 +12,8 @@
 // encoder drops, whole-word matching), so that no tokenizer choice decides the keyword comparison.
 //
 //   npx tsx bench/orama.bench.ts              full SciFact, 5 rounds
-//   npx tsx bench/orama.bench.ts --quick      full SciFact, 2 rounds
+//   npx tsx bench/orama.bench.ts --quick      full SciFact, 2 rounds, tuned Orama only (`npm run bench` quick also
+//                                             limits it to 100 queries, 3-s passes and no memory probes)
 //   npx tsx bench/orama.bench.ts --smoke      300 documents, 30 queries, 1 round (CI)
 //   options: --dataset DIR, --limit-docs N, --limit-queries M, --rounds R, --budget SECONDS (per pass),
 //            --no-memory, --json FILE
