@@ -7,6 +7,7 @@ import os from 'node:os'
 import { pathToFileURL } from 'node:url'
 import { chunkDocument } from '../compute/chunk/index.ts'
 import type { ChunkingOptions } from '../compute/types.ts'
+import { mulberry32 } from './lib/rng.ts'
 
 const EN = ('the of retrieval service document chunk search vector index query model result system data text user ' +
   'knowledge base embedding sparse dense hybrid score rank page section paragraph sentence word language korean ' +
@@ -17,14 +18,6 @@ const KO = ('검색 문서 서비스 데이터 사용자 시스템 결과 모델
 const KO_PARTICLES = ['은', '는', '이', '가', '을', '를', '에서', '으로', '와', '의', '도', '']
 const KO_ENDINGS = ['한다.', '했다.', '있다.', '합니다.', '해요.', '인가요?', '할까?', '입니다.', '되었다.', '하지만', '하고', '했으며']
 
-function mulberry32(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 /** Deterministic prose: paragraphs of 3-8 sentences, alternating English and Korean, some list lines. */
 export function generateProse(chars: number, seed = 42): string {

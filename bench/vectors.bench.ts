@@ -24,6 +24,7 @@ import type { ChunkPayload, SparseVector, VectorPoint } from '../adapters/ports.
 import { createEmbeddedVectorStore, type EmbeddedVectorStoreOptions } from '../adapters/vectors/embedded.ts'
 import { idf } from '../adapters/vectors/sparse-index.ts'
 import { TopK } from '../adapters/vectors/top-k.ts'
+import { mulberry32 as rng } from './lib/rng.ts'
 
 type Dist = 'clustered' | 'uniform'
 export interface VectorsBenchOptions {
@@ -41,16 +42,6 @@ const CHUNKS_PER_DOC = 20
 
 // ---- deterministic data ------------------------------------------------------------------------------
 
-function rng(seed: number) {
-  let s = seed >>> 0
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0
-    let t = s
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 function gaussians(r: () => number, out: Float32Array, scale = 1): void {
   for (let i = 0; i < out.length; i += 2) {

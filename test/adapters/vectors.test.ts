@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url'
 import { createEmbeddedVectorStore, type EmbeddedVectorStore, type EmbeddedVectorStoreOptions } from '../../adapters/vectors/embedded.ts'
 import type { VectorPoint } from '../../adapters/ports.ts'
 import { axis, cosine, DIMS, point, sparse, sparseScores, vectorStoreContract } from './vectors.contract.ts'
+import { mulberry32 as rng } from '../../bench/lib/rng.ts'
 
 async function tempDir(t: TestContext | null, prefix = 'quarry-vectors-'): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), prefix))
@@ -36,17 +37,6 @@ vectorStoreContract('embedded (HNSW graph, f32)', async (dimensions) => {
   return createEmbeddedVectorStore({ dir, dimensions, exactBudget: 0, quantization: 'f32' })
 })
 
-/** Deterministic pseudo-random numbers, so a failing case can be replayed. */
-function rng(seed: number) {
-  let s = seed >>> 0
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0
-    let t = s
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 function randomPoints(kb: string, n: number, seed: number, dims = DIMS, docSize = 10, prefix = 'doc'): VectorPoint[] {
   const r = rng(seed)

@@ -7,18 +7,11 @@ import { splitRanges } from '../../compute/chunk/ranges.ts'
 import { percentile } from '../../compute/chunk/semantic.ts'
 import chunkTask from '../../compute/tasks/chunk.task.ts'
 import type { Chunk, ChunkedDocument, PageText } from '../../compute/types.ts'
+import { mulberry32 as rng } from '../../bench/lib/rng.ts'
 
 const opts = (o: Partial<ChunkDocumentOptions> = {}): ChunkDocumentOptions => ({ ...CHUNKING_DEFAULTS, ...o })
 const page = (text: string, n = 1, label = String(n)): PageText => ({ page_num: n, page_label: label, text })
 
-function rng(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 const EN = 'search index vector chunk document quarry model query answer retrieval engine page text'.split(' ')
 const KO = ['검색', '문서', '서비스', '데이터', '사용자', '결과', '모델', '질문', '답변', '지식']

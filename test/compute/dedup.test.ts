@@ -9,15 +9,8 @@ import {
 } from '../../compute/dedup/index.ts'
 import { createWordTokenizer } from '../../compute/text/tokenizer.ts'
 import dedupTask from '../../compute/tasks/dedup.task.ts'
+import { mulberry32 as rng } from '../../bench/lib/rng.ts'
 
-function rng(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 const VOCAB = 'data model index query vector search result page chunk text user system service answer question knowledge base embedding retrieval ranking score filter cache queue worker storage document 문서 검색 결과 모델 질문 답변 사용자 서비스 지식 색인'.split(' ')
 /** Text over a vocabulary of its own: random letter strings (so unrelated texts share few trigrams). */
 function ownWords(seed: number, n: number): string {
