@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import type { VectorPoint } from '../../adapters/ports.ts'
 import { createEmbeddedVectorStore, type EmbeddedVectorStore, type EmbeddedVectorStoreOptions } from '../../adapters/vectors/embedded.ts'
 import { encodeQuery, STOP_WORDS } from '../../compute/text/sparse.ts'
-import { fuseInKb } from '../../plugins/search/fusion.ts'
+import { fuseInKb, inKbFusionK } from '../../plugins/search/fusion.ts'
 import { resolveSettings } from '../../kernel/config/load.ts'
 import { DIMS, type PreparedChunk, type PreparedQuery } from './data.ts'
 
@@ -42,7 +42,7 @@ const KB = 'peer'
 export function createQuarryEngine(opts: QuarryEngineOptions = {}): Engine {
   const hybrid = resolveSettings({}).settings.retrieval.hybrid
   const alpha = opts.alpha ?? hybrid.alpha
-  const rrfK = opts.rrfK ?? (hybrid.kb_rrf_k || hybrid.rrf_k)
+  const rrfK = opts.rrfK ?? inKbFusionK(hybrid)
   let dir = ''
   let store: EmbeddedVectorStore | undefined
   // chunk_id -> chunk number: the store answers with payloads.

@@ -11,10 +11,12 @@ const MAX_HEADER = 200
  * title; otherwise the document title (a heading, a PDF's title, or the file name).
  */
 export function contextHeader(firstPageText: string, title: string | undefined): string {
-  const text = firstPageText.trimStart()
-  const end = text.indexOf('\n\n')
-  if (end > 0 && end <= MAX_HEADER && text.length > end + 2) {
-    const line = text.slice(0, end).trim()
+  // Only the opening of the page is looked at: a page with no blank line is not scanned whole.
+  let start = 0
+  while (start < firstPageText.length && /\s/.test(firstPageText[start])) start++
+  const end = firstPageText.slice(start, start + MAX_HEADER + 2).indexOf('\n\n')
+  if (end > 0 && end <= MAX_HEADER && firstPageText.length > start + end + 2) {
+    const line = firstPageText.slice(start, start + end).trim()
     if (line && !line.includes('\n')) return line
   }
   return title?.trim() ?? ''

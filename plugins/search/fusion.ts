@@ -7,6 +7,9 @@ export interface Ranked {
   score: number
 }
 
+/** k of the in-KB fusion: retrieval.hybrid.kb_rrf_k, where 0 means rrf_k. */
+export const inKbFusionK = (hybrid: { rrf_k: number; kb_rrf_k?: number }): number => hybrid.kb_rrf_k || hybrid.rrf_k
+
 /**
  * Hybrid inside one KB: reciprocal rank fusion of the dense and sparse lists with alpha weighting the two
  * (1.0 = dense only, 0.0 = sparse only): alpha / (k + dense rank) + (1 - alpha) / (k + sparse rank).

@@ -7,7 +7,7 @@ import type { Settings } from '../../kernel/config/schema.ts'
 import { AppError, ValidationError } from '../../kernel/errors.ts'
 import type { Caller } from '../../kernel/plugin.ts'
 import type { Logger } from '../../kernel/log.ts'
-import { fuseInKb, poolByRank, poolByScore, type Pooled, type Ranked } from './fusion.ts'
+import { fuseInKb, inKbFusionK, poolByRank, poolByScore, type Pooled, type Ranked } from './fusion.ts'
 import { autoMerge, sqlParentLoader, type MergeItem } from './merge.ts'
 import { rerank } from './rerank.ts'
 
@@ -117,7 +117,7 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
     let ranked: Ranked[]
     let candidates: number
     if (opts.mode === 'hybrid') {
-      ranked = fuseInKb(hits.dense, hits.sparse, opts.alpha, r.hybrid.kb_rrf_k || r.hybrid.rrf_k)
+      ranked = fuseInKb(hits.dense, hits.sparse, opts.alpha, inKbFusionK(r.hybrid))
       candidates = ranked.length
     } else {
       ranked = hits.dense.map((h) => ({ payload: h.payload, score: h.score }))
