@@ -122,15 +122,23 @@ export async function createS3ObjectStore(options: S3ObjectStoreOptions): Promis
     const hash = createHash('md5')
     let seen = 0
     let mismatch: AppError | undefined
+    // The chunk that completes the announced size is held back until the body ends: were it sent at once,
+    // the store would have a whole request (and keep it) before a longer body's extra bytes showed up.
+    let last: Buffer | undefined
     const meter = new Transform({
       transform(chunk: Buffer, _enc, done) {
         seen += chunk.length
         if (seen > size) return done((mismatch = sizeMismatch(key, size, `more than ${size}`)))
         hash.update(chunk)
+        if (seen === size) {
+          last = chunk
+          return done()
+        }
         done(null, chunk)
       },
       flush(done) {
-        done(seen === size ? null : (mismatch = sizeMismatch(key, size, String(seen))))
+        if (seen !== size) return done((mismatch = sizeMismatch(key, size, String(seen))))
+        done(null, last)
       },
     })
     // The SDK pipes the body without watching its errors: a failed or wrong-sized body must abort the request itself.

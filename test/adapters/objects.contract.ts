@@ -178,5 +178,26 @@ export function objectStoreContract(name: string, factory: ObjectStoreFactory): 
       await rejectsWith(store.put(`${p}bytes`, Buffer.alloc(10), { size: 11 }), 'OBJECT_SIZE_MISMATCH', 422)
       assert.deepEqual(await collect(store.list(p)), [])
     })
+
+    it('refuses a longer body whose extra bytes come late, and keeps what the key held', async () => {
+      const p = space()
+      const before = Buffer.from('the object as it was')
+      await store.put(`${p}late`, before)
+      // The announced size arrives whole, then a pause long enough for a store to finish the request.
+      async function* late() {
+        yield Buffer.alloc(2000, 2)
+        await new Promise((resolve) => setTimeout(resolve, 300))
+        yield Buffer.alloc(10, 3)
+      }
+      await rejectsWith(store.put(`${p}late`, Readable.from(late()), { size: 2000 }), 'OBJECT_SIZE_MISMATCH', 422)
+      assert.deepEqual(await readAll(await store.get(`${p}late`)), before)
+      // A shorter body that stops after a pause: the store has begun writing the object when the put is cut off.
+      async function* stalls() {
+        yield Buffer.alloc(1000, 4)
+        await new Promise((resolve) => setTimeout(resolve, 100))
+      }
+      await rejectsWith(store.put(`${p}stalled`, Readable.from(stalls()), { size: 2000 }), 'OBJECT_SIZE_MISMATCH', 422)
+      assert.deepEqual(await collect(store.list(p)), [`${p}late`])
+    })
   })
 }
