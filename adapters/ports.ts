@@ -106,7 +106,10 @@ export interface VectorPoint {
 
 export interface VectorHit {
   score: number
-  payload: ChunkPayload
+  /** The chunk_id, readable without the payload: fusion keys on it and reads payloads only for what it keeps. */
+  id: string
+  /** May be materialised on first read (the embedded store parses it from its snapshot then). */
+  readonly payload: ChunkPayload
 }
 
 export interface VectorQuery {

@@ -151,8 +151,8 @@ export class Collection {
 
   private hits(rows: Int32Array, scores: Float64Array): VectorHit[] {
     const hits: VectorHit[] = new Array(rows.length)
-    // Fresh objects: callers decorate results, and the stored payload must not change under later searches.
-    for (let i = 0; i < rows.length; i++) hits[i] = { score: scores[i], payload: this.payloads.get(rows[i]) }
+    // Fresh payload objects, read lazily: callers decorate results, and the stored payload must not change.
+    for (let i = 0; i < rows.length; i++) hits[i] = this.payloads.hit(rows[i], scores[i])
     return hits
   }
 

@@ -2,7 +2,25 @@
 // the snapshot's blob and are parsed only when a search returns them (a dozen parses per query instead
 // of 100k at start, and bytes off the JS heap); rows written since hold the object. The ids and
 // chunk_index every row needs (maps, deletes, docVectors) are kept apart, unparsed payload or not.
-import type { ChunkPayload } from '../ports.ts'
+import type { ChunkPayload, VectorHit } from '../ports.ts'
+
+class StoredHit implements VectorHit {
+  private cached: ChunkPayload | undefined
+  constructor(
+    readonly score: number,
+    readonly id: string,
+    private readonly object: ChunkPayload | undefined,
+    private readonly blob: Buffer | null,
+    private readonly from: number,
+    private readonly to: number,
+  ) {}
+
+  /** A fresh object (the caller may keep and change it), the same one on every read of this hit. */
+  get payload(): ChunkPayload {
+    this.cached ??= this.object !== undefined ? { ...this.object } : (JSON.parse(this.blob!.toString('utf8', this.from, this.to)) as ChunkPayload)
+    return this.cached
+  }
+}
 
 export class PayloadTable {
   private objects: (ChunkPayload | undefined)[] = []
@@ -45,11 +63,15 @@ export class PayloadTable {
     this.docIds[row] = undefined
   }
 
-  /** A fresh object the caller may keep and change. */
-  get(row: number): ChunkPayload {
+  /**
+   * A search hit on `row`. Its payload is read when first asked for: a hybrid search fetches 40 dense and 40
+   * sparse candidates per KB and keeps top_k of them, so most hits are never parsed. The hit holds the bytes
+   * or object of this moment, so a later write to the row does not change it.
+   */
+  hit(row: number, score: number): VectorHit {
     const entry = this.blobEntry[row]
-    if (entry >= 0) return JSON.parse(this.blob!.toString('utf8', this.blobOffsets![entry], this.blobOffsets![entry + 1])) as ChunkPayload
-    return { ...this.objects[row]! }
+    if (entry >= 0) return new StoredHit(score, this.chunkIds[row]!, undefined, this.blob, this.blobOffsets![entry], this.blobOffsets![entry + 1])
+    return new StoredHit(score, this.chunkIds[row]!, this.objects[row], null, 0, 0)
   }
 
   /** What a snapshot writes: the object, or the JSON bytes it was restored from (never re-encoded). */

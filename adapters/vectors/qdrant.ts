@@ -163,7 +163,10 @@ export async function createQdrantVectorStore(options: QdrantVectorStoreOptions)
     payload: p.payload as unknown as Record<string, unknown>,
   })
 
-  const toHit = (p: { score: number; payload?: Record<string, unknown> | null }): VectorHit => ({ score: p.score, payload: (p.payload ?? {}) as unknown as ChunkPayload })
+  const toHit = (p: { score: number; payload?: Record<string, unknown> | null }): VectorHit => {
+    const payload = (p.payload ?? {}) as unknown as ChunkPayload
+    return { score: p.score, id: payload.chunk_id, payload }
+  }
 
   return {
     name: 'qdrant',

@@ -58,6 +58,8 @@ async function searchAll(chunks: readonly PreparedChunk[], data: PreparedData, d
 }
 
 const docsOf = (hits: readonly { payload: { doc_id: string } }[], k = 100) => firstPerDocument(hits.slice(0, k).map((h) => h.payload.doc_id))
+/** In-KB fusion as the service does it, as the fused hits. */
+const fused = (dense: VectorHit[], sparse: VectorHit[], alpha: number, k: number) => fuseInKb(dense, sparse, alpha, k).map((r) => r.hit)
 
 function fusionTable(lists: Map<string, Lists>, data: PreparedData, label: string, depths = [40, 400]) {
   const qrels = data.dataset.qrels
@@ -70,7 +72,7 @@ function fusionTable(lists: Map<string, Lists>, data: PreparedData, label: strin
     console.log(`\ndepth ${depth} (service: max(4 * top_k, 40)); rows rrf_k, columns alpha`)
     console.log(`| rrf_k | ${alphas.join(' | ')} |`)
     for (const k of ks) {
-      const cells = alphas.map((a) => ndcg((l) => docsOf(fuseInKb(l.dense.slice(0, depth), l.sparse.slice(0, depth), a, k))).toFixed(4))
+      const cells = alphas.map((a) => ndcg((l) => docsOf(fused(l.dense.slice(0, depth), l.sparse.slice(0, depth), a, k))).toFixed(4))
       console.log(`| ${k} | ${cells.join(' | ')} |`)
     }
   }
@@ -140,7 +142,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
       const lists = await searchAll(data.chunks, data, 400, o)
       const qrels = data.dataset.qrels
       const ndcg = (f: (l: Lists) => string[]) => score(new Map([...lists].map(([q, l]) => [q, f(l)])), qrels).ndcg_at_10
-      console.log(`\nencoder ${JSON.stringify(o)}: sparse ${ndcg((l) => docsOf(l.sparse)).toFixed(4)}, hybrid a0.5 k60 depth400 ${ndcg((l) => docsOf(fuseInKb(l.dense, l.sparse, 0.5, 60))).toFixed(4)}, a0.3 k60 ${ndcg((l) => docsOf(fuseInKb(l.dense, l.sparse, 0.3, 60))).toFixed(4)}`)
+      console.log(`\nencoder ${JSON.stringify(o)}: sparse ${ndcg((l) => docsOf(l.sparse)).toFixed(4)}, hybrid a0.5 k60 depth400 ${ndcg((l) => docsOf(fused(l.dense, l.sparse, 0.5, 60))).toFixed(4)}, a0.3 k60 ${ndcg((l) => docsOf(fused(l.dense, l.sparse, 0.3, 60))).toFixed(4)}`)
     }
   }
   if (parts.has('chunking')) {

@@ -1,16 +1,21 @@
 // The ingest benchmark's client, in its own process so that the service's main thread does not also run it:
 // `tsx bench/lib/upload-client.ts <base-url> <kb_id> <folder> <concurrency>` uploads every file of the folder.
+// It reads the files, prints `ready`, and starts when a line arrives on stdin: the benchmark's clock starts
+// then, so that it times the uploads and not this process's start.
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 const [base, kb, dir, conc] = process.argv.slice(2)
-const files = readdirSync(dir).sort()
+const files = readdirSync(dir).sort().map((name) => ({ name, bytes: readFileSync(join(dir, name)) }))
+process.stdout.write('ready\n')
+await new Promise<void>((resolve) => process.stdin.once('data', () => resolve()))
+process.stdin.pause()
 let next = 0
 const worker = async () => {
   while (next < files.length) {
-    const name = files[next++]
+    const { name, bytes } = files[next++]
     const form = new FormData()
-    form.append('file', new Blob([readFileSync(join(dir, name))]), name)
+    form.append('file', new Blob([bytes]), name)
     const res = await fetch(`${base}/api/kb/${kb}/docs/upload`, { method: 'POST', body: form })
     if (res.status !== 202) {
       process.stderr.write(`upload of ${name} answered ${res.status}: ${await res.text()}\n`)

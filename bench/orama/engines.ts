@@ -47,7 +47,7 @@ export function createQuarryEngine(opts: QuarryEngineOptions = {}): Engine {
   let store: EmbeddedVectorStore | undefined
   // chunk_id -> chunk number: the store answers with payloads.
   const numberOf = new Map<string, number>()
-  const toNumbers = (ids: readonly { payload: { chunk_id: string } }[]) => ids.map((h) => numberOf.get(h.payload.chunk_id)!)
+  const toNumbers = (hits: readonly { id: string }[]) => hits.map((h) => numberOf.get(h.id)!)
   return {
     name: opts.name ?? 'quarry',
     config: { store: `embedded (usearch HNSW f16 M16 ef${opts.store?.expansionSearch ?? 256}, exact f32 rescoring; inverted sparse index)`, hybrid: `fuseInKb alpha ${alpha}, rrf_k ${rrfK}, per-list depth max(4k, 40)` },
@@ -79,7 +79,7 @@ export function createQuarryEngine(opts: QuarryEngineOptions = {}): Engine {
       if (mode === 'keyword') return toNumbers((await s.search(KB, { sparse: encodeQuery(q.text), limit: k })).sparse)
       if (mode === 'vector') return toNumbers((await s.search(KB, { dense: q.dense, limit: k })).dense)
       const hits = await s.search(KB, { dense: q.dense, sparse: encodeQuery(q.text), limit: Math.max(4 * k, 40) })
-      return toNumbers(fuseInKb(hits.dense, hits.sparse, alpha, rrfK).slice(0, k))
+      return toNumbers(fuseInKb(hits.dense, hits.sparse, alpha, rrfK, k).map((r) => r.hit))
     },
     async close() {
       await store?.close()

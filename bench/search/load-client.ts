@@ -1,8 +1,9 @@
 // The search benchmark's load generator, in its own process so that the service's main thread does not also
 // run it. Forked with an IPC channel; the parent sends the base URL and the query texts once, then one `run`
 // per measurement. A run is closed-loop: `connections` loops over keep-alive sockets, each sending the next
-// query as soon as its previous answer has been read, for `seconds` or until `requests` were sent.
-import { Agent, request } from 'node:http'
+// query as soon as its previous answer has been read, for `seconds` or until `requests` were sent. Requests
+// are prepared bytes on raw keep-alive sockets (see Connection), as load generators such as wrk do.
+import { connect, type Socket } from 'node:net'
 
 export interface LoadInit {
   type: 'init'
@@ -43,39 +44,104 @@ export interface LoadResult {
 
 let base: URL | undefined
 let queries: string[] = []
-const agents = new Map<number, Agent>()
-const bodyCache = new Map<string, Buffer[]>()
+/** Idle keep-alive connections, reused across runs: a run takes what it needs and gives them back. */
+const idle: Connection[] = []
+const requestCache = new Map<string, Buffer[]>()
 const CHECKED = 5
+const HEADER_END = Buffer.from('\r\n\r\n')
 
-function send(agent: Agent, body: Buffer | null): Promise<{ status: number; body: Buffer }> {
-  return new Promise((resolve, reject) => {
-    const req = request({
-      agent, host: base!.hostname, port: base!.port, path: body === null ? '/health' : '/api/search', method: body === null ? 'GET' : 'POST',
-      headers: body === null ? {} : { 'content-type': 'application/json', 'content-length': body.length },
-    }, (res) => {
-      const parts: Buffer[] = []
-      res.on('data', (d: Buffer) => parts.push(d))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: parts.length === 1 ? parts[0] : Buffer.concat(parts) }))
-      res.on('error', reject)
+/**
+ * One keep-alive HTTP/1.1 connection with one request in flight, written as prepared bytes and read by
+ * Content-Length: the least client work per request, so that the latency measured is the service's
+ * (node:http's client adds a few hundred microseconds of its own per request, which is not the service's).
+ */
+class Connection {
+  private readonly socket: Socket
+  private chunks: Buffer[] = []
+  private size = 0
+  private waiting: { resolve(r: { status: number; body: Buffer }): void; reject(e: Error): void } | null = null
+  private broken: Error | null = null
+
+  constructor(host: string, port: number) {
+    this.socket = connect({ host, port, noDelay: true })
+    this.socket.on('data', (d: Buffer) => this.onData(d))
+    this.socket.on('error', (e) => this.fail(e))
+    this.socket.on('close', () => this.fail(new Error('the service closed the connection')))
+  }
+
+  get usable(): boolean {
+    return this.broken === null
+  }
+
+  request(bytes: Buffer): Promise<{ status: number; body: Buffer }> {
+    if (this.broken) return Promise.reject(this.broken)
+    return new Promise((resolve, reject) => {
+      this.waiting = { resolve, reject }
+      this.socket.write(bytes)
     })
-    req.on('error', reject)
-    if (body === null) req.end()
-    else req.end(body)
-  })
+  }
+
+  close(): void {
+    this.socket.destroy()
+  }
+
+  private fail(e: Error): void {
+    this.broken ??= e
+    const w = this.waiting
+    this.waiting = null
+    w?.reject(e)
+  }
+
+  private onData(d: Buffer): void {
+    this.chunks.push(d)
+    this.size += d.length
+    const all = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.size)
+    this.chunks = [all]
+    const headEnd = all.indexOf(HEADER_END)
+    if (headEnd < 0) return
+    const head = all.toString('latin1', 0, headEnd)
+    const status = Number(head.slice(9, 12))
+    const m = /\r\ncontent-length:\s*(\d+)/i.exec(head)
+    if (m === null) {
+      this.fail(new Error(`response without Content-Length (chunked answers are not read by this client): ${head.slice(0, 200)}`))
+      this.socket.destroy()
+      return
+    }
+    const end = headEnd + 4 + Number(m[1])
+    if (all.length < end) return
+    if (all.length > end) {
+      this.fail(new Error('bytes after the response: one request at a time per connection'))
+      this.socket.destroy()
+      return
+    }
+    this.chunks = []
+    this.size = 0
+    const w = this.waiting
+    this.waiting = null
+    w?.resolve({ status, body: all.subarray(headEnd + 4, end) })
+  }
+}
+
+function httpRequest(method: string, path: string, body: Buffer | null): Buffer {
+  const head = `${method} ${path} HTTP/1.1\r\nHost: ${base!.host}\r\n` +
+    (body === null ? '\r\n' : `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`)
+  return body === null ? Buffer.from(head, 'latin1') : Buffer.concat([Buffer.from(head, 'latin1'), body])
 }
 
 async function runLoad(r: LoadRun): Promise<LoadResult> {
-  let agent = agents.get(r.connections)
-  if (agent === undefined) {
-    agent = new Agent({ keepAlive: true, maxSockets: r.connections })
-    agents.set(r.connections, agent)
+  // Requests prepared before the clock starts: the client's own work stays small next to the service's.
+  const key = r.health ? 'health' : JSON.stringify([r.kbIds, r.options])
+  let requests = requestCache.get(key)
+  if (requests === undefined) {
+    requests = r.health
+      ? [httpRequest('GET', '/health', null)]
+      : queries.map((query) => httpRequest('POST', '/api/search', Buffer.from(JSON.stringify({ query, kb_ids: r.kbIds, options: r.options }))))
+    requestCache.set(key, requests)
   }
-  // Bodies prepared before the clock starts: the client's own work stays small next to the service's.
-  const key = JSON.stringify([r.kbIds, r.options])
-  let bodies = bodyCache.get(key)
-  if (bodies === undefined) {
-    bodies = queries.map((query) => Buffer.from(JSON.stringify({ query, kb_ids: r.kbIds, options: r.options })))
-    bodyCache.set(key, bodies)
+  const conns: Connection[] = []
+  while (conns.length < r.connections) {
+    const c = idle.pop() ?? new Connection(base!.hostname, Number(base!.port))
+    if (c.usable) conns.push(c)
   }
   const latencies: number[] = []
   let errors = 0
@@ -88,13 +154,13 @@ async function runLoad(r: LoadRun): Promise<LoadResult> {
   const started = performance.now()
   const deadline = r.seconds === undefined ? Infinity : started + r.seconds * 1000
   const more = () => (r.requests === undefined || sent < r.requests) && performance.now() < deadline
-  const loop = async () => {
+  const loop = async (conn: Connection) => {
     while (more()) {
       sent++
-      const body = r.health ? null : bodies![next++ % bodies!.length]
+      const bytes = requests![next++ % requests!.length]
       const t = performance.now()
       try {
-        const res = await send(agent, body)
+        const res = await conn.request(bytes)
         const dt = performance.now() - t
         if (res.status !== 200) {
           errors++
@@ -102,7 +168,7 @@ async function runLoad(r: LoadRun): Promise<LoadResult> {
           continue
         }
         latencies.push(dt)
-        if (checked < CHECKED && body !== null) {
+        if (checked < CHECKED && !r.health) {
           checked++
           if ((JSON.parse(res.body.toString('utf8')) as { results: unknown[] }).results.length > 0) nonEmpty++
         }
@@ -112,8 +178,12 @@ async function runLoad(r: LoadRun): Promise<LoadResult> {
       }
     }
   }
-  await Promise.all(Array.from({ length: r.connections }, loop))
+  await Promise.all(conns.map(loop))
   const elapsedMs = performance.now() - started
+  for (const c of conns) {
+    if (c.usable) idle.push(c)
+    else c.close()
+  }
   const cpu = process.cpuUsage(cpu0)
   return { type: 'result', id: r.id, latencies, errors, firstError, checked, nonEmpty, elapsedMs, cpuMs: (cpu.user + cpu.system) / 1000 }
 }
@@ -126,7 +196,7 @@ process.on('message', (m: LoadInit | LoadRun | { type: 'exit' }) => {
   } else if (m.type === 'run') {
     void runLoad(m).then((res) => process.send!(res))
   } else {
-    for (const a of agents.values()) a.destroy()
+    for (const c of idle.splice(0)) c.close()
     process.disconnect()
   }
 })

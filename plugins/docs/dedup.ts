@@ -3,7 +3,7 @@
 // candidates stages 1-2 passed on. Only documents in status `indexed` of the same KB are compared.
 import type { SqlRunner } from '../../adapters/ports.ts'
 import { cosineDistance } from '../../compute/chunk/semantic.ts'
-import { hammingDistance, jaccardEstimate, titleSimilarity } from '../../compute/dedup/index.ts'
+import { hammingDistance, jaccardEstimate, simhashFromHex, titleSimilarity } from '../../compute/dedup/index.ts'
 import type { KbSettings } from '../../kernel/config/schema.ts'
 
 export interface Signatures {
@@ -34,7 +34,8 @@ const toBytes = (a: Uint32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLe
 const toLanes = (b: Uint8Array) => new Uint32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength))
 
 interface Entry {
-  simhash: string
+  /** The SimHash as 32-bit lanes, parsed once: a screen compares it with every entry of the KB. */
+  simhash: Uint32Array
   minhash: Uint32Array
   title: string
 }
@@ -72,7 +73,7 @@ export class SignatureIndex {
       'SELECT doc_id, simhash, minhash, title, seq FROM dedup_signatures WHERE kb_id = $1 AND seq > $2', [kbId, Math.max(0, kb.seen - REREAD)])
     for (const r of rows) {
       if (kb.entries.get(r.doc_id)?.seq === r.seq) continue
-      kb.entries.set(r.doc_id, { simhash: r.simhash, minhash: toLanes(r.minhash), title: r.title, seq: r.seq })
+      kb.entries.set(r.doc_id, { simhash: simhashFromHex(r.simhash), minhash: toLanes(r.minhash), title: r.title, seq: r.seq })
       if (r.seq > kb.seen) kb.seen = r.seq
     }
     return kb.entries
@@ -83,7 +84,7 @@ export class SignatureIndex {
     const kb = this.kbs.get(kbId)
     // A KB never read yet is read whole at its first screen, this row included.
     if (!kb) return
-    kb.entries.set(docId, { simhash: sig.simhash, minhash: sig.minhash, title: sig.title, seq })
+    kb.entries.set(docId, { simhash: simhashFromHex(sig.simhash), minhash: sig.minhash, title: sig.title, seq })
   }
 
   forget(kbId: string, docId: string): void {
@@ -99,9 +100,10 @@ export class SignatureIndex {
     const entries = await this.refresh(db, kbId)
     const { hamming_identical_threshold: identical, hamming_similar_threshold: similar } = cfg.simhash
     const stage1: Candidate[] = []
+    const mine = simhashFromHex(sig.simhash)
     for (const [docId, e] of entries) {
       if (docId === selfId) continue
-      const d = hammingDistance(sig.simhash, e.simhash)
+      const d = hammingDistance(mine, e.simhash)
       if (d <= similar) stage1.push({ doc_id: docId, stage: 1, closeness: d })
     }
     let live = await this.confirm(db, kbId, stage1)

@@ -1,8 +1,14 @@
 // Ranking arithmetic of spec 4.10, as pure functions.
 import type { ChunkPayload, VectorHit } from '../../adapters/ports.ts'
 
+/** A chunk in a ranked list: its id at hand, its payload read when a result is built from it. */
+export interface RankedHit {
+  readonly id: string
+  readonly payload: ChunkPayload
+}
+
 export interface Ranked {
-  payload: ChunkPayload
+  hit: RankedHit
   /** In-KB score: weighted reciprocal rank (hybrid) or cosine (similarity). */
   score: number
 }
@@ -13,22 +19,26 @@ export const inKbFusionK = (hybrid: { rrf_k: number; kb_rrf_k?: number }): numbe
 /**
  * Hybrid inside one KB: reciprocal rank fusion of the dense and sparse lists with alpha weighting the two
  * (1.0 = dense only, 0.0 = sparse only): alpha / (k + dense rank) + (1 - alpha) / (k + sparse rank).
+ * Best first, ties by chunk_id; only the first `limit` are returned. No payload is read.
+ * `counts.candidates` receives the number of distinct chunks fused (before the limit).
  */
-export function fuseInKb(dense: readonly VectorHit[], sparse: readonly VectorHit[], alpha: number, k: number): Ranked[] {
-  const byId = new Map<string, Ranked>()
+export function fuseInKb(dense: readonly VectorHit[], sparse: readonly VectorHit[], alpha: number, k: number, limit = Infinity, counts?: { candidates: number }): Ranked[] {
+  const byId = new Map<string, { hit: VectorHit; score: number }>()
   const add = (hits: readonly VectorHit[], weight: number) => {
     if (weight <= 0) return
-    hits.forEach((hit, i) => {
-      const id = hit.payload.chunk_id
-      const r = byId.get(id)
+    for (let i = 0; i < hits.length; i++) {
+      const hit = hits[i]
+      const r = byId.get(hit.id)
       const s = weight / (k + i + 1)
       if (r) r.score += s
-      else byId.set(id, { payload: hit.payload, score: s })
-    })
+      else byId.set(hit.id, { hit, score: s })
+    }
   }
   add(dense, alpha)
   add(sparse, 1 - alpha)
-  return [...byId.values()].sort((a, b) => b.score - a.score || a.payload.chunk_id.localeCompare(b.payload.chunk_id))
+  if (counts) counts.candidates = byId.size
+  const fused = [...byId.values()].sort((a, b) => b.score - a.score || a.hit.id.localeCompare(b.hit.id))
+  return fused.length > limit ? fused.slice(0, limit) : fused
 }
 
 export interface Pooled extends Ranked {
@@ -55,5 +65,5 @@ export function poolByRank(lists: readonly Ranked[][], rrfK: number, topK: numbe
 export function poolByScore(lists: readonly Ranked[][], minScore: number, topK: number): Pooled[] {
   const out: Pooled[] = []
   for (const list of lists) for (const r of list) if (minScore <= 0 || r.score >= minScore) out.push({ ...r, final: round6(r.score) })
-  return out.sort((a, b) => b.final - a.final || a.payload.chunk_id.localeCompare(b.payload.chunk_id)).slice(0, topK)
+  return out.sort((a, b) => b.final - a.final || a.hit.id.localeCompare(b.hit.id)).slice(0, topK)
 }

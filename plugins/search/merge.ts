@@ -32,11 +32,11 @@ export const sqlParentLoader = (db: SqlRunner): ParentLoader => async (ids) => {
 export async function autoMerge(list: readonly Ranked[], threshold: number, load: ParentLoader): Promise<MergeItem[]> {
   let items: MergeItem[] = list.map((r) => ({ ...r, merged: false }))
   // Items that may still climb: leaves at first, then the parents merged at the level below.
-  let climbing = new Set(items.filter((i) => i.payload.parent_chunk_id !== null))
+  let climbing = new Set(items.filter((i) => i.hit.payload.parent_chunk_id !== null))
   while (climbing.size > 0) {
     const groups = new Map<string, MergeItem[]>()
     for (const item of climbing) {
-      const parentId = item.payload.parent_chunk_id
+      const parentId = item.hit.payload.parent_chunk_id
       if (parentId) (groups.get(parentId) ?? groups.set(parentId, []).get(parentId)!).push(item)
     }
     if (groups.size === 0) break
@@ -50,16 +50,19 @@ export async function autoMerge(list: readonly Ranked[], threshold: number, load
       const merged: MergeItem = {
         score: best.score,
         merged: true,
-        payload: {
-          ...best.payload,
-          chunk_id: parent.chunk_id,
-          chunk_index: -1,
-          text: parent.text,
-          page_num: parent.page_num,
-          page_label: parent.page_label,
-          start: parent.start_offset,
-          end: parent.end_offset,
-          parent_chunk_id: parent.parent_chunk_id,
+        hit: {
+          id: parent.chunk_id,
+          payload: {
+            ...best.hit.payload,
+            chunk_id: parent.chunk_id,
+            chunk_index: -1,
+            text: parent.text,
+            page_num: parent.page_num,
+            page_label: parent.page_label,
+            start: parent.start_offset,
+            end: parent.end_offset,
+            parent_chunk_id: parent.parent_chunk_id,
+          },
         },
       }
       for (const c of children) replaced.set(c, c === best ? merged : null)

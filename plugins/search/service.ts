@@ -117,16 +117,18 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
     let ranked: Ranked[]
     let candidates: number
     if (opts.mode === 'hybrid') {
-      ranked = fuseInKb(hits.dense, hits.sparse, opts.alpha, inKbFusionK(r.hybrid))
-      candidates = ranked.length
+      const counts = { candidates: 0 }
+      ranked = fuseInKb(hits.dense, hits.sparse, opts.alpha, inKbFusionK(r.hybrid), opts.top_k, counts)
+      candidates = counts.candidates
     } else {
-      ranked = hits.dense.map((h) => ({ payload: h.payload, score: h.score }))
+      ranked = hits.dense.map((hit) => ({ hit, score: hit.score }))
       candidates = ranked.length
     }
     ranked = ranked.slice(0, opts.top_k)
-    const merged: MergeItem[] = merge.enabled && ranked.some((x) => x.payload.parent_chunk_id !== null)
+    // Payloads are read here only when auto-merge is on; otherwise only for the pooled results.
+    const merged: MergeItem[] = merge.enabled && ranked.some((x) => x.hit.payload.parent_chunk_id !== null)
       ? await autoMerge(ranked, merge.threshold, loadParents)
-      : ranked.map((x) => ({ ...x, merged: false }))
+      : ranked.map((x) => ({ hit: x.hit, score: x.score, merged: false }))
     return { ranked: merged, candidates }
   }
 
@@ -189,7 +191,7 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
 }
 
 function toResult(p: Pooled & { merged?: boolean }): SearchResultItem {
-  const x = p.payload
+  const x = p.hit.payload
   const merged = p.merged === true
   return {
     chunk_id: x.chunk_id,

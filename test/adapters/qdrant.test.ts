@@ -242,8 +242,8 @@ describe('qdrant driver: protocol against a recording server', () => {
       ],
     })
     const expected = fixture('query-batch').result as { points: { score: number; payload: unknown }[] }[]
-    assert.deepEqual(dense, expected[0].points.map((p) => ({ score: p.score, payload: p.payload })))
-    assert.deepEqual(hits, expected[1].points.map((p) => ({ score: p.score, payload: p.payload })))
+    assert.deepEqual(dense, expected[0].points.map((p) => ({ score: p.score, id: (p.payload as { chunk_id: string }).chunk_id, payload: p.payload })))
+    assert.deepEqual(hits, expected[1].points.map((p) => ({ score: p.score, id: (p.payload as { chunk_id: string }).chunk_id, payload: p.payload })))
   })
 
   it('sends only the dense query when there is no sparse one', async () => {

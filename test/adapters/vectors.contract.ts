@@ -145,6 +145,8 @@ export function vectorStoreContract(name: string, factory: VectorStoreFactory): 
       const { dense, sparse: sp } = await store.search(kb, { dense: Float32Array.from(axis(2)), sparse: sparse([[5, 1]]), limit: 1 })
       assert.deepEqual(dense[0].payload, p.payload)
       assert.deepEqual(sp[0].payload, p.payload)
+      assert.equal(dense[0].id, p.payload.chunk_id)
+      assert.equal(sp[0].id, p.payload.chunk_id)
     })
 
     it('ranks sparse hits by IDF-weighted dot product: a rare term outranks a common one', async () => {

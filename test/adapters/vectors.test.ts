@@ -59,7 +59,10 @@ async function assertMatchesReference(store: EmbeddedVectorStore, kb: string, li
     const { dense } = await store.search(kb, { dense: query, limit: 5 })
     assert.deepEqual(dense.map((h) => h.payload.chunk_id), expected.map((e) => e.id))
     const byId = new Map(live.map((p) => [p.payload.chunk_id, p.payload]))
-    for (const h of dense) assert.deepEqual(h.payload, byId.get(h.payload.chunk_id))
+    for (const h of dense) {
+      assert.equal(h.id, h.payload.chunk_id)
+      assert.deepEqual(h.payload, byId.get(h.payload.chunk_id))
+    }
     for (let i = 0; i < dense.length; i++) assert.ok(Math.abs(dense[i].score - expected[i].s) < 1e-5)
     const sq = sparse([[Math.floor(r() * 20), 1], [Math.floor(r() * 200), 0.5], [Math.floor(r() * 5), 2]])
     const sExpected = [...sparseScores(live, sq)].sort((a, b) => b[1] - a[1] || 0).slice(0, 8)
@@ -113,6 +116,30 @@ describe('embedded vector store: persistence', () => {
     store = await open(dir)
     await assertMatchesReference(store, kb, [...live2, ...last], 10)
     assert.deepEqual(await store.docVectors(kb, 'last0'), last.map((p) => p.dense))
+    await store.close()
+  })
+
+  it('a hit keeps the payload of the moment it was found, when its row is rewritten before the payload is read', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-lazy'
+    let store = await open(dir)
+    await store.ensureCollection(kb, DIMS)
+    const pts = randomPoints(kb, 12, 21)
+    await store.upsert(kb, pts)
+    await store.close()
+    // Restored rows hold their payload as snapshot bytes (parsed on read); the rewritten row then holds an object.
+    store = await open(dir)
+    for (const round of ['snapshot bytes', 'object']) {
+      const { dense: [before] } = await store.search(kb, { dense: pts[0].dense, limit: 1 })
+      assert.equal(before.id, pts[0].payload.chunk_id, round)
+      const text = `rewritten after a search over ${round}`
+      await store.upsert(kb, [{ ...pts[0], payload: { ...pts[0].payload, text } }])
+      assert.notEqual(before.payload.text, text, `${round}: the earlier hit still reads the payload it was found with`)
+      assert.equal(before.payload, before.payload, 'one object per hit')
+      const { dense: [after] } = await store.search(kb, { dense: pts[0].dense, limit: 1 })
+      assert.equal(after.payload.text, text, round)
+      pts[0] = { ...pts[0], payload: after.payload }
+    }
     await store.close()
   })
 
