@@ -116,6 +116,12 @@ export interface VectorQuery {
   dense?: Float32Array
   sparse?: SparseVector
   limit: number
+  /**
+   * Share of the collection's dense search effort (the HNSW candidate list, ef) this query may spend,
+   * 0 < effort <= 1; default 1. A search over several KBs gives each KB its share of the chunks searched,
+   * so it costs about what one collection of their combined size costs, however many KBs it names.
+   */
+  effort?: number
 }
 
 /** Vectors: one collection per KB, a dense vector (cosine) and a sparse vector (IDF-weighted dot product) per chunk. */

@@ -59,6 +59,8 @@ interface Case {
   mode: Mode
   layout: '1kb' | '10kb'
   kbIds: string[]
+  /** The dense effort the service gives each KB (its share of the chunks searched); none for one KB. */
+  efforts?: number[]
 }
 
 const stats = (xs: readonly number[]) => ({ median: round(median(xs), 3), min: round(Math.min(...xs), 3), max: round(Math.max(...xs), 3) })
@@ -125,7 +127,7 @@ async function direct(app: App, c: Case, query: string, topK: number): Promise<{
   const sparse = c.mode === 'hybrid' ? encodeQuery(query) : undefined
   const t1 = performance.now()
   const limit = limitFor(c.mode, topK)
-  await Promise.all(c.kbIds.map((kb) => app.adapters.vectors.search(kb, { dense, sparse, limit })))
+  await Promise.all(c.kbIds.map((kb, i) => app.adapters.vectors.search(kb, c.efforts === undefined ? { dense, sparse, limit } : { dense, sparse, limit, effort: c.efforts[i] })))
   return { prep: t1 - t0, index: performance.now() - t1 }
 }
 
@@ -198,6 +200,10 @@ export async function run(opts: SearchBenchOptions) {
     const base = `http://127.0.0.1:${port}`
     const count = await app.adapters.vectors.count(data.kbs.one)
     if (count !== chunks) throw new Error(`KB one holds ${count} points, expected ${chunks}`)
+    // The baseline searches the split KBs with the dense effort the service gives them (plugins/search/service.ts).
+    const splitSizes = await Promise.all(data.kbs.split.map((kb) => app!.adapters.vectors.count(kb)))
+    const splitTotal = splitSizes.reduce((a, b) => a + b, 0)
+    for (const c of cases) if (c.layout === '10kb') c.efforts = splitSizes.map((n) => n / splitTotal)
     const rss = process.memoryUsage()
     const search = app.use<SearchService>('search')
     client = await startClient(base, queries)

@@ -321,7 +321,10 @@ async function graphStudy(label: string, n: number, dims: number, dist: Dist, ex
   }
 }
 
-/** The same points in one KB or spread over `kbs` KBs; a query searches every KB (as a multi-KB request does). */
+/**
+ * The same points in one KB or spread over `kbs` KBs; a query searches every KB as a multi-KB request does:
+ * each KB with its share of the points as dense effort (plugins/search/service.ts).
+ */
 async function multiKbStudy(total: number, kbs: number, dims: number, dist: Dist, queries: number) {
   const dir = await fs.mkdtemp(join(os.tmpdir(), 'quarry-vbench-'))
   try {
@@ -354,7 +357,8 @@ async function multiKbStudy(total: number, kbs: number, dims: number, dist: Dist
       for (let l = 0; l < layouts.length; l++) {
         const li = i % 2 === 0 ? l : layouts.length - 1 - l
         const t = performance.now()
-        await Promise.all(layouts[li].names.map((name) => store.search(name, { dense: qd[i], sparse: qs[i], limit: 10 })))
+        const names = layouts[li].names
+        await Promise.all(names.map((name) => store.search(name, names.length === 1 ? { dense: qd[i], sparse: qs[i], limit: 10 } : { dense: qd[i], sparse: qs[i], limit: 10, effort: 1 / names.length })))
         if (i >= 20) lat[li].push(performance.now() - t)
       }
     }

@@ -139,7 +139,7 @@ export class Collection {
     if (!(k > 0)) return out
     if (query.dense !== undefined) {
       if (query.dense.length !== this.dims) throw dimensionMismatch(this.kbId, this.dims, query.dense.length)
-      const r = this.dense.search(query.dense, k)
+      const r = this.dense.search(query.dense, k, query.effort)
       out.dense = this.hits(r.rows, r.scores)
     }
     if (query.sparse !== undefined && query.sparse.indices.length > 0) {

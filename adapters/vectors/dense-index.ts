@@ -90,7 +90,9 @@ export class DenseIndex {
       quantization: o.quantization as never,
       connectivity: o.connectivity,
       expansion_add: o.expansionAdd,
-      expansion_search: o.expansionSearch,
+      // usearch explores max(expansion_search, results asked): the graph's own value is kept at the minimum
+      // and each search sets its candidate list (ef) by the number of results it asks for.
+      expansion_search: 1,
       multi: false,
     })
   }
@@ -159,8 +161,11 @@ export class DenseIndex {
     return new Uint8Array(this.arena.buffer, this.arena.byteOffset, rows * this.dims * 4)
   }
 
-  /** The k live rows closest to q by cosine, best first, with exact scores. */
-  search(q: Float32Array, k: number): { rows: Int32Array; scores: Float64Array } {
+  /**
+   * The k live rows closest to q by cosine, best first, with exact scores. The graph is searched with a
+   * candidate list of expansionSearch x effort (at least k).
+   */
+  search(q: Float32Array, k: number, effort = 1): { rows: Int32Array; scores: Float64Array } {
     const top = new TopK(k)
     if (this.liveCount === 0 || k <= 0) return top.drain()
     const d = this.dims
@@ -182,11 +187,13 @@ export class DenseIndex {
       return top.drain()
     }
     if (this.graphCount > 0) {
-      // Ask for more than k so that quantized distances cannot push a true top-k row out at the border.
-      const wanted = Math.min(this.graphCount, Math.max(2 * k, k + 10))
-      const m = this.hnsw.search(q, wanted, 1)
+      // Rescore more than k so that quantized distances cannot push a true top-k row out at the border.
+      const ef = Math.max(k, Math.ceil(this.opts.expansionSearch * Math.min(1, effort > 0 ? effort : 1)))
+      const asked = Math.min(this.graphCount, ef)
+      const rescored = Math.min(asked, Math.max(2 * k, k + 10))
+      const m = this.hnsw.search(q, asked, 1)
       const keys = m.keys
-      for (let i = 0; i < keys.length; i++) {
+      for (let i = 0, n = Math.min(rescored, keys.length); i < n; i++) {
         const row = Number(keys[i])
         if (this.live[row] === 1) top.push(row, this.cosine(q, qNorm, row))
       }

@@ -26,6 +26,12 @@ export interface QdrantVectorStoreOptions {
   writeTimeoutMs?: number
   /** Prepended to kb_id to name the collection (several deployments sharing one Qdrant). Default ''. */
   collectionPrefix?: string
+  /**
+   * The dense candidate list (hnsw_ef) a search with effort 1 gets: Qdrant's own default, the collection's
+   * ef_construct, 100 unless configured otherwise. A search with effort < 1 sends hnsw_ef = this x effort (at
+   * least the limit).
+   */
+  searchEf?: number
   /** Points per upsert request. Default 256. */
   batchSize?: number
 }
@@ -61,6 +67,7 @@ export async function createQdrantVectorStore(options: QdrantVectorStoreOptions)
   if (!options.host) throw new Error('createQdrantVectorStore: host is required')
   if (!Number.isInteger(options.dimensions) || options.dimensions < 1) throw new Error(`createQdrantVectorStore: dimensions must be a positive integer, got ${options.dimensions}`)
   const prefix = options.collectionPrefix ?? ''
+  const searchEf = options.searchEf ?? 100
   const batchSize = options.batchSize ?? 256
   const { QdrantClient } = await import('@qdrant/js-client-rest')
   const make = (timeout: number): QdrantClient =>
@@ -230,13 +237,16 @@ export async function createQdrantVectorStore(options: QdrantVectorStoreOptions)
     async search(kbId, query: VectorQuery) {
       const name = nameOf(kbId)
       const limit = Math.floor(query.limit)
-      const searches: { query: unknown; using: string; limit: number; with_payload: true }[] = []
+      const searches: { query: unknown; using: string; limit: number; with_payload: true; params?: { hnsw_ef: number } }[] = []
       const kinds: ('dense' | 'sparse')[] = []
       if (!(limit > 0)) return { dense: [], sparse: [] }
       if (query.dense !== undefined) {
         const dims = known.get(name)
         if (dims !== undefined && query.dense.length !== dims) throw dimensionMismatch(kbId, dims, query.dense.length)
-        searches.push({ query: Array.from(query.dense), using: DENSE, limit, with_payload: true })
+        const effort = query.effort
+        searches.push(effort !== undefined && effort > 0 && effort < 1
+          ? { query: Array.from(query.dense), using: DENSE, limit, with_payload: true, params: { hnsw_ef: Math.max(limit, Math.ceil(searchEf * effort)) } }
+          : { query: Array.from(query.dense), using: DENSE, limit, with_payload: true })
         kinds.push('dense')
       }
       if (query.sparse !== undefined && query.sparse.indices.length > 0) {

@@ -76,6 +76,10 @@ export function resolveOptions(o: Record<string, any> = {}, r: Settings['retriev
 }
 
 const MERGE_TTL_MS = 2000
+/** KB sizes (for the dense effort of a search over several KBs) are counted at most this often per KB. */
+const SIZE_TTL_MS = 5000
+/** The per-KB caches are emptied when they hold more KBs than this (ids from requests are not trusted to be few). */
+const CACHE_MAX_KBS = 10_000
 
 export function createSearchService(adapters: Adapters, settings: Readonly<Settings>, log: Logger) {
   const { vectors, embedder, sql } = adapters
@@ -84,10 +88,42 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
   // Per-KB auto-merge settings (overridable), read at most every MERGE_TTL_MS per KB: not per request.
   const mergeCache = new Map<string, { at: number; enabled: boolean; threshold: number }>()
 
+  const sizeCache = new Map<string, { at: number; n: number }>()
+
+  /**
+   * The dense effort of each KB in a search over several: its share of the chunks searched (VectorQuery.effort),
+   * so that ten KBs of 10k chunks cost about what one of 100k does rather than ten times as much. One KB, or
+   * KBs holding nothing: full effort.
+   */
+  async function denseEfforts(kbIds: readonly string[]): Promise<Map<string, number> | undefined> {
+    if (kbIds.length < 2) return undefined
+    const now = Date.now()
+    const missing = kbIds.filter((id) => (sizeCache.get(id)?.at ?? -Infinity) < now - SIZE_TTL_MS)
+    if (missing.length > 0) {
+      if (sizeCache.size + missing.length > CACHE_MAX_KBS) sizeCache.clear()
+      await Promise.all(missing.map(async (id) => {
+        let n = 0
+        try {
+          n = await vectors.count(id)
+        } catch (err) {
+          if (!(err instanceof AppError && err.status === 404)) throw err
+        }
+        sizeCache.set(id, { at: now, n })
+      }))
+    }
+    const sizes = kbIds.map((id) => sizeCache.get(id)?.n ?? 0)
+    const total = sizes.reduce((a, b) => a + b, 0)
+    if (total === 0) return undefined
+    // An empty (or unknown) KB gets no effort of its own: its store answers from nothing, or with full effort if
+    // it filled since it was counted.
+    return new Map(kbIds.flatMap((id, i) => (sizes[i] > 0 ? [[id, sizes[i] / total] as const] : [])))
+  }
+
   async function mergeSettings(kbIds: readonly string[]): Promise<Map<string, { enabled: boolean; threshold: number }>> {
     const now = Date.now()
     const missing = kbIds.filter((id) => (mergeCache.get(id)?.at ?? -Infinity) < now - MERGE_TTL_MS)
     if (missing.length > 0) {
+      if (mergeCache.size + missing.length > CACHE_MAX_KBS) mergeCache.clear()
       const rows = await sql.query<{ kb_id: string; overrides: Record<string, unknown> | null }>(
         'SELECT kb_id, overrides FROM kb_settings_overrides WHERE kb_id = ANY($1::text[])', [missing])
       const byKb = new Map(rows.map((row) => [row.kb_id, row.overrides ?? {}]))
@@ -103,12 +139,12 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
     return new Map(kbIds.map((id) => [id, mergeCache.get(id)!]))
   }
 
-  async function searchKb(kbId: string, opts: ResolvedOptions, dense: Float32Array | undefined, sparse: ReturnType<typeof encodeQuery> | undefined, merge: { enabled: boolean; threshold: number }) {
+  async function searchKb(kbId: string, opts: ResolvedOptions, dense: Float32Array | undefined, sparse: ReturnType<typeof encodeQuery> | undefined, merge: { enabled: boolean; threshold: number }, effort: number | undefined) {
     // Fusion needs deeper lists than top_k: a chunk ranked 12th by both lists can beat one ranked 1st by one.
     const limit = opts.mode === 'hybrid' ? Math.max(opts.top_k * 4, 40) : opts.top_k
     let hits
     try {
-      hits = await vectors.search(kbId, { dense, sparse, limit })
+      hits = await vectors.search(kbId, effort === undefined ? { dense, sparse, limit } : { dense, sparse, limit, effort })
     } catch (err) {
       // A KB deleted while being searched contributes nothing; a store that is down is still an error.
       if (err instanceof AppError && err.status === 404) return { ranked: [] as MergeItem[], candidates: 0 }
@@ -147,8 +183,8 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
       const needSparse = opts.mode === 'hybrid' && opts.alpha < 1
       const [dense] = needDense ? await embedder.embed([query]) : [undefined]
       const sparse = needSparse ? encodeQuery(query) : undefined
-      const merges = await mergeSettings(kbIds)
-      const perKb = await Promise.all(kbIds.map((id) => searchKb(id, opts, dense, sparse, merges.get(id)!)))
+      const [merges, efforts] = await Promise.all([mergeSettings(kbIds), dense === undefined ? undefined : denseEfforts(kbIds)])
+      const perKb = await Promise.all(kbIds.map((id) => searchKb(id, opts, dense, sparse, merges.get(id)!, efforts?.get(id))))
 
       const lists = perKb.map((k) => k.ranked)
       const pooled: Pooled[] = opts.mode === 'hybrid'

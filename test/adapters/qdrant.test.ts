@@ -246,6 +246,18 @@ describe('qdrant driver: protocol against a recording server', () => {
     assert.deepEqual(hits, expected[1].points.map((p) => ({ score: p.score, id: (p.payload as { chunk_id: string }).chunk_id, payload: p.payload })))
   })
 
+  it('sends a dense query with less than the whole effort with its share of hnsw_ef, never below the limit', async () => {
+    await known('docs')
+    fake.on('POST /collections/docs/points/query/batch', ok('query-batch'))
+    const q = Float32Array.from(axis(1))
+    await store.search('docs', { dense: q, limit: 5, effort: 0.25 })
+    await store.search('docs', { dense: q, limit: 40, effort: 0.1 })
+    await store.search('docs', { dense: q, limit: 5, effort: 1 })
+    const params = fake.requests.map((r) => (r.body as { searches: { params?: unknown }[] }).searches[0].params)
+    // QueryRequest.params is SearchParams; the store's default hnsw_ef is Qdrant's default ef_construct, 100.
+    assert.deepEqual(params, [{ hnsw_ef: 25 }, { hnsw_ef: 40 }, undefined])
+  })
+
   it('sends only the dense query when there is no sparse one', async () => {
     await known('docs')
     fake.on('POST /collections/docs/points/query/batch', (req) => {

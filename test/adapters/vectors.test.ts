@@ -333,6 +333,36 @@ describe('embedded vector store: behaviour', () => {
     assert.ok(stats !== null && stats.rows < 6 * 400, `rows were reused (${stats?.rows} rows for ${6 * 400} upserts)`)
   })
 
+  it('spends a dense search effort below 1 on a shorter candidate list, still returning exact scores best first', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-effort'
+    const dims = 48
+    const store = await open(dir, { exactBudget: 0, dimensions: dims })
+    t.after(() => store.close())
+    const points = randomPoints(kb, 3000, 77, dims)
+    await store.upsert(kb, points)
+    await store.whenIndexed(kb)
+    const r = rng(78)
+    const recall = { full: 0, default: 0, low: 0 }
+    for (let q = 0; q < 40; q++) {
+      const query = Float32Array.from({ length: dims }, () => r() * 2 - 1)
+      const truth = new Set(points.map((p) => ({ id: p.payload.chunk_id, s: cosine(query, p.dense) })).sort((a, b) => b.s - a.s).slice(0, 10).map((x) => x.id))
+      for (const [name, effort] of [['full', 1], ['default', undefined], ['low', 0.01]] as const) {
+        const { dense } = await store.search(kb, effort === undefined ? { dense: query, limit: 10 } : { dense: query, limit: 10, effort })
+        assert.equal(dense.length, 10)
+        for (let i = 0; i < dense.length; i++) {
+          const p = points.find((x) => x.payload.chunk_id === dense[i].id)!
+          assert.ok(Math.abs(dense[i].score - cosine(query, p.dense)) < 1e-5, 'exact score')
+          if (i > 0) assert.ok(dense[i - 1].score >= dense[i].score, 'best first')
+        }
+        recall[name] += dense.filter((h) => truth.has(h.id)).length / 10 / 40
+      }
+    }
+    assert.equal(recall.default, recall.full, 'no effort given is the whole effort')
+    assert.ok(recall.full >= 0.95, `full effort finds the true neighbours (${recall.full})`)
+    assert.ok(recall.low < recall.full - 0.05, `a candidate list of 10 instead of 256 misses some (${recall.low} vs ${recall.full})`)
+  })
+
   it('lets the graph trail behind a stream of writes: new points are searchable at once and the graph catches up', async (t) => {
     const dir = await tempDir(t)
     const kb = 'kb-trail'

@@ -58,6 +58,43 @@ export function searchSuite(label: string, opts: StartOptions): void {
     assert.deepEqual(none.body.results, [])
   })
 
+  it(`${label}: a search over several KBs gives each KB's dense list its share of the chunks searched as effort`, async (t) => {
+    const svc = await startApp(t, withSettings({}))
+    const big = await newKb(svc)
+    const small = await newKb(svc)
+    await ingest(svc, big, { 'a.md': md('Alpha', prose('river', 6)), 'b.md': md('Beta', prose('forest', 6)), 'c.md': md('Gamma', prose('desert', 6)) })
+    await ingest(svc, small, { 'd.md': md('Delta', prose('harbour', 6)) })
+    const vectors = svc.app.adapters.vectors
+    const sizes = { [big]: await vectors.count(big), [small]: await vectors.count(small) }
+    assert.ok(sizes[big] > sizes[small] && sizes[small] > 0)
+    const seen: { kb: string; effort: number | undefined; dense: boolean }[] = []
+    const original = vectors.search
+    vectors.search = (kb, q) => {
+      seen.push({ kb, effort: q.effort, dense: q.dense !== undefined })
+      return original.call(vectors, kb, q)
+    }
+    t.after(() => void (vectors.search = original))
+    for (const mode of ['hybrid', 'similarity']) {
+      seen.length = 0
+      const many = await search(svc, { query: 'river harbour', kb_ids: [big, small, 'no-such-kb'], options: { mode } })
+      assert.equal(many.status, 200)
+      assert.ok(many.body.results.length > 0)
+      const byKb = Object.fromEntries(seen.map((x) => [x.kb, x.effort]))
+      const total = sizes[big] + sizes[small]
+      assert.ok(Math.abs(byKb[big]! - sizes[big] / total) < 1e-12, `${mode}: ${byKb[big]}`)
+      assert.ok(Math.abs(byKb[small]! - sizes[small] / total) < 1e-12, `${mode}: ${byKb[small]}`)
+      assert.equal(byKb['no-such-kb'], undefined, 'a KB without chunks gets no share')
+      // One KB searched alone: the whole effort.
+      seen.length = 0
+      assert.equal((await search(svc, { query: 'river', kb_ids: [small], options: { mode } })).status, 200)
+      assert.deepEqual(seen.map((x) => x.effort), [undefined])
+    }
+    // Sparse only (alpha 0): no dense list, so no sizes are asked for.
+    seen.length = 0
+    assert.equal((await search(svc, { query: 'river', kb_ids: [big, small], options: { hybrid: { alpha: 0 } } })).status, 200)
+    assert.deepEqual(seen.map((x) => [x.dense, x.effort]), [[false, undefined], [false, undefined]])
+  })
+
   it(`${label}: every chunk is encoded with its document title, and returned without it`, async (t) => {
     const svc = await startApp(t, withSettings({ chunking: { chunk_size: 300, chunk_overlap: 30 } }))
     const kb = await newKb(svc)
