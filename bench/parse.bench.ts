@@ -1,13 +1,16 @@
 // PDF parsing throughput: the parse task through the compute pool with 1 and 2 workers, against pdf.js called
 // directly in the main thread (the same pdf.js build the parser uses, via unpdf), on the same generated
 // multi-page PDFs. Targets: 1 worker >= 1x the direct call, 2 workers >= 1.8x.
+// Beside them, for reading the ratios: the same direct loop in 1 and 2 plain worker threads (no pool) running
+// for a set time, which shows how far this machine lets one and two threads of this work go.
 //   npx tsx bench/parse.bench.ts [--quick]
 import os from 'node:os'
 import { pathToFileURL } from 'node:url'
-import { getDocumentProxy } from 'unpdf'
+import { Worker } from 'node:worker_threads'
 import { createComputePool } from '../compute/pool.ts'
 import type { ComputePool } from '../compute/pool.ts'
 import { makePdf, proseLines } from '../test/fixtures/make-pdf.ts'
+import { directPdfjs } from './lib/pdfjs-direct.ts'
 
 export interface ParseBenchResult {
   machine: { cpu: string; cores: number; node: string; loadavgBefore: number[]; loadavgAfter: number[] }
@@ -22,25 +25,28 @@ export interface ParseBenchResult {
   targets: { pool1VsDirect: number; pool2VsDirect: number }
   /** Targets met by the median ratios. */
   met: boolean
+  /**
+   * The direct loop in plain worker threads, no pool, each running for `seconds` after its warm-up: pages/s of
+   * 1 thread and of 2 at once, 2 threads against 1, and 2 threads against the direct call in the main thread.
+   */
+  plainThreads: { seconds: number; one: number; two: number; twoVsOne: number; twoVsDirect: number }
 }
 
-/** The baseline: open with pdf.js and read every page's text items, one PDF after another, in this thread. */
-async function directPdfjs(pdfs: Uint8Array[]): Promise<number> {
-  let pages = 0
-  for (const bytes of pdfs) {
-    const pdf = await getDocumentProxy(bytes.slice(), { verbosity: 0, isEvalSupported: false })
-    for (let n = 1; n <= pdf.numPages; n++) {
-      const page = await pdf.getPage(n)
-      const content = await page.getTextContent()
-      let text = ''
-      for (const it of content.items) if ('str' in it) text += it.str + (it.hasEOL ? '\n' : '')
-      if (text.length === 0) throw new Error('no text extracted')
-      page.cleanup()
-      pages++
-    }
-    await pdf.destroy()
+/** The direct loop in `threads` plain worker threads at once, for `seconds` each after `warmups` passes: summed pages/s. */
+async function plainThreads(pdfs: Uint8Array[], threads: number, warmups: number, seconds: number): Promise<number> {
+  const workers = Array.from({ length: threads }, () => new Worker(new URL('./lib/pdfjs-thread.mjs', import.meta.url), { execArgv: [], workerData: { pdfs, warmups, seconds } }))
+  try {
+    const next = (w: Worker) => new Promise<{ ready?: true; pagesPerSec?: number }>((resolve, reject) => {
+      w.once('message', resolve)
+      w.once('error', reject)
+    })
+    await Promise.all(workers.map(next))
+    const rates = workers.map(next)
+    for (const w of workers) w.postMessage('go')
+    return (await Promise.all(rates)).reduce((n, m) => n + (m.pagesPerSec ?? 0), 0)
+  } finally {
+    await Promise.all(workers.map((w) => w.terminate()))
   }
-  return pages
 }
 
 /** Ours: every PDF submitted to the pool at once, bytes moved into the workers. */
@@ -112,6 +118,9 @@ export async function run(opts: { quick: boolean; pdfs?: number; pagesPerPdf?: n
     const ratio = { pool1VsDirect: round(pagesPerSec.pool1 / pagesPerSec.direct), pool2VsDirect: round(pagesPerSec.pool2 / pagesPerSec.direct) }
     const bestRatio = { pool1VsDirect: round(bestPagesPerSec.pool1 / bestPagesPerSec.direct), pool2VsDirect: round(bestPagesPerSec.pool2 / bestPagesPerSec.direct) }
     const targets = { pool1VsDirect: 1.0, pool2VsDirect: 1.8 }
+    const seconds = opts.quick ? 3 : 8
+    const one = round(await plainThreads(pdfs, 1, warmups, seconds), 1)
+    const two = round(await plainThreads(pdfs, 2, warmups, seconds), 1)
     return {
       machine: { cpu: os.cpus()[0]?.model ?? 'unknown', cores: os.availableParallelism(), node: process.version, loadavgBefore, loadavgAfter: os.loadavg().map((l) => round(l)) },
       sizes: { pdfs: pdfCount, pagesPerPdf, linesPerPage, totalPages: pdfCount * pagesPerPdf, bytesPerPdf: Math.round(pdfs.reduce((n, b) => n + b.length, 0) / pdfCount), rounds, warmups },
@@ -122,6 +131,7 @@ export async function run(opts: { quick: boolean; pdfs?: number; pagesPerPdf?: n
       bestRatio,
       targets,
       met: ratio.pool1VsDirect >= targets.pool1VsDirect && ratio.pool2VsDirect >= targets.pool2VsDirect,
+      plainThreads: { seconds, one, two, twoVsOne: round(two / one), twoVsDirect: round(two / pagesPerSec.direct) },
     }
   } finally {
     await Promise.all([pool1.close(), pool2.close()])
@@ -136,6 +146,8 @@ function print(r: ParseBenchResult): void {
   row('direct pdf.js, main thread', 'direct')
   row('pool, 1 worker', 'pool1', r.ratio.pool1VsDirect, r.bestRatio.pool1VsDirect, r.targets.pool1VsDirect)
   row('pool, 2 workers', 'pool2', r.ratio.pool2VsDirect, r.bestRatio.pool2VsDirect, r.targets.pool2VsDirect)
+  const p = r.plainThreads
+  console.log(`plain worker threads, direct loop, ${p.seconds} s each (no pool; what the machine allows): 1 thread ${p.one} pages/s, 2 threads ${p.two} pages/s = ${p.twoVsOne}x of 1 thread, ${p.twoVsDirect}x of the direct call`)
   console.log(`targets ${r.met ? 'met' : 'NOT met'} (median ratios)`)
 }
 

@@ -145,6 +145,11 @@ function parse(raw: unknown): Normalised {
   add('PDF CPU ms/page, pool of 1 worker', num(raw, 'cpuMsPerPage.pool1'), num(raw, 'cpuMsPerPage.direct'),
     { unit: 'CPU ms/page', higher_is_better: false, baseline_name: 'pdf.js in the main thread' })
   notes.push('median and best round only (the benchmark reports no min)')
+  const one = num(raw, 'plainThreads.one')
+  const two = num(raw, 'plainThreads.two')
+  if (one !== undefined && two !== undefined) {
+    notes.push(`the direct loop in plain worker threads (no pool), what this machine allows: 1 thread ${one} pages/s, 2 threads ${two} pages/s (${num(raw, 'plainThreads.twoVsOne')}x of 1 thread, ${num(raw, 'plainThreads.twoVsDirect')}x of the direct call)`)
+  }
   return { machine: obj(raw, 'machine'), sizes: obj(raw, 'sizes') ?? {}, comparisons, notes, series: [] }
 }
 
