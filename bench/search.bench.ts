@@ -127,7 +127,7 @@ async function direct(app: App, c: Case, query: string, topK: number): Promise<{
   const sparse = c.mode === 'hybrid' ? encodeQuery(query) : undefined
   const t1 = performance.now()
   const limit = limitFor(c.mode, topK)
-  await Promise.all(c.kbIds.map((kb, i) => app.adapters.vectors.search(kb, c.efforts === undefined ? { dense, sparse, limit } : { dense, sparse, limit, effort: c.efforts[i] })))
+  await Promise.all(c.kbIds.map((kb, i) => app.adapters.vectors.search(kb, { dense, sparse, limit, effort: c.efforts?.[i] })))
   return { prep: t1 - t0, index: performance.now() - t1 }
 }
 

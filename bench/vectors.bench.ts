@@ -358,7 +358,7 @@ async function multiKbStudy(total: number, kbs: number, dims: number, dist: Dist
         const li = i % 2 === 0 ? l : layouts.length - 1 - l
         const t = performance.now()
         const names = layouts[li].names
-        await Promise.all(names.map((name) => store.search(name, names.length === 1 ? { dense: qd[i], sparse: qs[i], limit: 10 } : { dense: qd[i], sparse: qs[i], limit: 10, effort: 1 / names.length })))
+        await Promise.all(names.map((name) => store.search(name, { dense: qd[i], sparse: qs[i], limit: 10, effort: 1 / names.length })))
         if (i >= 20) lat[li].push(performance.now() - t)
       }
     }

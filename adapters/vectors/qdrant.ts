@@ -244,9 +244,9 @@ export async function createQdrantVectorStore(options: QdrantVectorStoreOptions)
         const dims = known.get(name)
         if (dims !== undefined && query.dense.length !== dims) throw dimensionMismatch(kbId, dims, query.dense.length)
         const effort = query.effort
-        searches.push(effort !== undefined && effort > 0 && effort < 1
-          ? { query: Array.from(query.dense), using: DENSE, limit, with_payload: true, params: { hnsw_ef: Math.max(limit, Math.ceil(searchEf * effort)) } }
-          : { query: Array.from(query.dense), using: DENSE, limit, with_payload: true })
+        const search: (typeof searches)[number] = { query: Array.from(query.dense), using: DENSE, limit, with_payload: true }
+        if (effort !== undefined && effort > 0 && effort < 1) search.params = { hnsw_ef: Math.max(limit, Math.ceil(searchEf * effort)) }
+        searches.push(search)
         kinds.push('dense')
       }
       if (query.sparse !== undefined && query.sparse.indices.length > 0) {

@@ -81,6 +81,17 @@ const SIZE_TTL_MS = 5000
 /** The per-KB caches are emptied when they hold more KBs than this (ids from requests are not trusted to be few). */
 const CACHE_MAX_KBS = 10_000
 
+/**
+ * The ids of a per-KB cache to load again: missing or older than ttlMs. A cache the load would grow past
+ * CACHE_MAX_KBS is emptied first, and then every id is to load.
+ */
+function staleIds(cache: Map<string, { at: number }>, ids: readonly string[], now: number, ttlMs: number): readonly string[] {
+  const stale = ids.filter((id) => (cache.get(id)?.at ?? -Infinity) < now - ttlMs)
+  if (stale.length === 0 || cache.size + stale.length <= CACHE_MAX_KBS) return stale
+  cache.clear()
+  return ids
+}
+
 export function createSearchService(adapters: Adapters, settings: Readonly<Settings>, log: Logger) {
   const { vectors, embedder, sql } = adapters
   const r = settings.retrieval
@@ -98,9 +109,8 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
   async function denseEfforts(kbIds: readonly string[]): Promise<Map<string, number> | undefined> {
     if (kbIds.length < 2) return undefined
     const now = Date.now()
-    const missing = kbIds.filter((id) => (sizeCache.get(id)?.at ?? -Infinity) < now - SIZE_TTL_MS)
+    const missing = staleIds(sizeCache, kbIds, now, SIZE_TTL_MS)
     if (missing.length > 0) {
-      if (sizeCache.size + missing.length > CACHE_MAX_KBS) sizeCache.clear()
       await Promise.all(missing.map(async (id) => {
         let n = 0
         try {
@@ -121,9 +131,8 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
 
   async function mergeSettings(kbIds: readonly string[]): Promise<Map<string, { enabled: boolean; threshold: number }>> {
     const now = Date.now()
-    const missing = kbIds.filter((id) => (mergeCache.get(id)?.at ?? -Infinity) < now - MERGE_TTL_MS)
+    const missing = staleIds(mergeCache, kbIds, now, MERGE_TTL_MS)
     if (missing.length > 0) {
-      if (mergeCache.size + missing.length > CACHE_MAX_KBS) mergeCache.clear()
       const rows = await sql.query<{ kb_id: string; overrides: Record<string, unknown> | null }>(
         'SELECT kb_id, overrides FROM kb_settings_overrides WHERE kb_id = ANY($1::text[])', [missing])
       const byKb = new Map(rows.map((row) => [row.kb_id, row.overrides ?? {}]))
@@ -144,7 +153,7 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
     const limit = opts.mode === 'hybrid' ? Math.max(opts.top_k * 4, 40) : opts.top_k
     let hits
     try {
-      hits = await vectors.search(kbId, effort === undefined ? { dense, sparse, limit } : { dense, sparse, limit, effort })
+      hits = await vectors.search(kbId, { dense, sparse, limit, effort })
     } catch (err) {
       // A KB deleted while being searched contributes nothing; a store that is down is still an error.
       if (err instanceof AppError && err.status === 404) return { ranked: [] as MergeItem[], candidates: 0 }
