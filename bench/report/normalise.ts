@@ -141,6 +141,13 @@ function parse(raw: unknown): Normalised {
     add(`PDF pages/s, pool of ${label}`, num(raw, `pagesPerSec.${key}`), num(raw, 'pagesPerSec.direct'),
       { unit: 'pages/s', baseline_name: 'pdf.js in the main thread', target: num(raw, `targets.${target}`) })
   }
+  // The same pool against our parser called directly (how the parser drives pdf.js set apart): no target.
+  if (num(raw, 'pagesPerSec.ours') !== undefined) {
+    for (const [key, label] of [['pool1', '1 worker'], ['pool2', '2 workers']] as const) {
+      add(`PDF pages/s, pool of ${label}, against our parser in the main thread`, num(raw, `pagesPerSec.${key}`), num(raw, 'pagesPerSec.ours'),
+        { unit: 'pages/s', baseline_name: 'our parser in the main thread, set up as in a pool thread' })
+    }
+  }
   // CPU time per page does not depend on how busy the machine is: the pool's overhead, worth gating on.
   add('PDF CPU ms/page, pool of 1 worker', num(raw, 'cpuMsPerPage.pool1'), num(raw, 'cpuMsPerPage.direct'),
     { unit: 'CPU ms/page', higher_is_better: false, baseline_name: 'pdf.js in the main thread' })

@@ -2,7 +2,13 @@
 // DOM, no canvas and no pdf.js worker file to locate (pdf.js runs its "worker" in the calling thread, which is
 // what a pool thread wants). Text is rebuilt per page from the text items (hasEOL and y positions make the
 // lines), page labels come from /PageLabels.
-import { getDocumentProxy } from 'unpdf'
+//
+// pdf.js's two halves, the API and the "worker" that parses, talk through a port. Left to itself, pdf.js gives
+// every document its own in-thread worker joined by a port that structured-clones each message, so every text
+// chunk of every page is copied once more. This parser instead keeps one pdf.js worker per thread, set up
+// through pdf.js's public API (a PDFWorker on a given port, and the WorkerMessageHandler that the bundle
+// registers on globalThis.pdfjsWorker), joined by InThreadPort, which hands messages over without copying.
+import { getResolvedPDFJS } from 'unpdf'
 import type { PageText, ParsedDocument } from '../types.ts'
 import { errorMessage, ParseCode, parseError } from './errors.ts'
 import type { ParserInput } from './registry.ts'
@@ -80,15 +86,95 @@ function decodeInfoString(v: unknown): string {
   return typeof v === 'string' ? v.replace(/\0/g, '').replace(/\s+/g, ' ').trim() : ''
 }
 
+type Listener = (this: InThreadPort, event: { data: unknown }) => void
+
+/**
+ * Both ends of pdf.js's message channel in one thread: a message reaches the listeners a microtask after it is
+ * posted, as with pdf.js's own LoopbackPort, but as it is rather than structured-cloned, and transfer lists are
+ * ignored (nothing needs detaching in one thread). That is safe for what this parser asks for (document, pages,
+ * text content, page labels, metadata): each of these messages is built for sending and not changed after it is
+ * sent (text chunks are replaced, not emptied). Operator lists are, so this port must not carry rendering.
+ * Listeners go when their AbortSignal fires: pdf.js removes each document's handlers that way on destroy().
+ */
+export class InThreadPort {
+  readonly #listeners = new Set<Listener>()
+
+  postMessage(data: unknown): void {
+    const m = data as { chunk?: unknown }
+    // A stream chunk's sender reuses the chunk object (its fields are replaced for the next chunk): copy that level.
+    if (m !== null && typeof m === 'object' && m.chunk !== null && typeof m.chunk === 'object') data = { ...m, chunk: { ...m.chunk } }
+    const event = { data }
+    queueMicrotask(() => {
+      for (const listener of this.#listeners) listener.call(this, event)
+    })
+  }
+
+  addEventListener(_type: 'message', listener: Listener, options?: { signal?: AbortSignal } | null): void {
+    const signal = options?.signal
+    if (signal?.aborted) return
+    this.#listeners.add(listener)
+    signal?.addEventListener('abort', () => this.#listeners.delete(listener), { once: true })
+  }
+
+  removeEventListener(_type: 'message', listener: Listener): void {
+    this.#listeners.delete(listener)
+  }
+
+  terminate(): void {
+    this.#listeners.clear()
+  }
+
+  /** Listeners attached now: two for the worker itself, two more per open document. */
+  get listenerCount(): number {
+    return this.#listeners.size
+  }
+}
+
+type PdfJs = Awaited<ReturnType<typeof getResolvedPDFJS>>
+interface WorkerMessageHandler {
+  initializeFromPort(port: InThreadPort): void
+}
+
+let shared: Promise<{ pdfjs: PdfJs; port: InThreadPort; worker: InstanceType<PdfJs['PDFWorker']> }> | undefined
+
+/** This thread's pdf.js and its one worker, made on first use. */
+function pdfjsWorker() {
+  shared ??= (async () => {
+    const pdfjs = await getResolvedPDFJS()
+    const handler = (globalThis as { pdfjsWorker?: { WorkerMessageHandler?: WorkerMessageHandler } }).pdfjsWorker?.WorkerMessageHandler
+    if (!handler) throw new Error('pdf.js bundle did not register globalThis.pdfjsWorker.WorkerMessageHandler')
+    const port = new InThreadPort()
+    handler.initializeFromPort(port)
+    const worker = new pdfjs.PDFWorker({ port: port as never, verbosity: 0 })
+    await worker.promise
+    return { pdfjs, port, worker }
+  })()
+  shared.catch(() => {
+    shared = undefined
+  })
+  return shared
+}
+
+/** The port of this thread's pdf.js worker, for tests: its listener count shows that closed documents let go. */
+export async function pdfPort(): Promise<InThreadPort> {
+  return (await pdfjsWorker()).port
+}
+
 export async function parsePdf(input: ParserInput): Promise<ParsedDocument> {
   const { bytes } = input
   if (bytes.length === 0) throw parseError(ParseCode.EMPTY, 'file is empty')
   if (!hasPdfHeader(bytes)) throw parseError(ParseCode.CORRUPT, 'corrupt PDF: not a PDF file (no %PDF- header)')
-  let pdf: Awaited<ReturnType<typeof getDocumentProxy>>
+  const { pdfjs, worker } = await pdfjsWorker()
+  let task: ReturnType<PdfJs['getDocument']> | undefined
+  let pdf: Awaited<ReturnType<PdfJs['getDocument']>['promise']>
   try {
-    // pdf.js takes ownership of (detaches) the buffer it is given: give it a copy so the caller's stays usable.
-    pdf = await getDocumentProxy(bytes.slice(), { verbosity: 0, isEvalSupported: false, stopAtErrors: false })
+    // The options unpdf's getDocumentProxy sets, without its per-call module resolution. The copy keeps the
+    // caller's bytes out of pdf.js's reach: with pdf.js's own port it would detach them.
+    task = pdfjs.getDocument({ data: bytes.slice(), worker, verbosity: 0, isEvalSupported: false, useSystemFonts: true, stopAtErrors: false })
+    pdf = await task.promise
   } catch (err) {
+    // The worker is shared: a document that failed to open must still let go of its handlers there.
+    await task?.destroy().catch(() => undefined)
     throw failure(err, bytes)
   }
   try {

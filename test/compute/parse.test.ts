@@ -5,9 +5,9 @@ import { readFileSync } from 'node:fs'
 import { AppError } from '../../kernel/errors.ts'
 import { parseDocument } from '../../compute/parse/index.ts'
 import type { ParseDocumentInput } from '../../compute/parse/index.ts'
-import { pageTextFromItems } from '../../compute/parse/pdf.ts'
+import { InThreadPort, pageTextFromItems, pdfPort } from '../../compute/parse/pdf.ts'
 import type { HtmlExtractionPolicy, ParsedDocument } from '../../compute/types.ts'
-import { makePdf } from '../fixtures/make-pdf.ts'
+import { makePdf, proseLines } from '../fixtures/make-pdf.ts'
 import { makeDocx, makeEncryptedDocxLike, makeLyingZipBomb, makePlainZip, makeZipBomb } from '../fixtures/make-docx.ts'
 import { encodeEucKr, encodeLatin1, encodeUtf16, utf8 } from '../fixtures/make-text.ts'
 import { articlePage, markdownSample, rstSample } from '../fixtures/make-pages.ts'
@@ -81,6 +81,61 @@ describe('pdf', () => {
     await rejectsWith(parse('x.pdf', await makePdf({ pages: [['secret']], encrypted: true })), 'PARSE_ENCRYPTED', /^encrypted PDF is not supported/)
     await rejectsWith(parse('x.pdf', utf8('just some text')), 'PARSE_CORRUPT', /not a PDF file/)
     await rejectsWith(parse('x.pdf', new Uint8Array(0)), 'PARSE_EMPTY', /^file is empty$/)
+  })
+  it('parses many documents at once on the thread\'s one pdf.js worker, each with its own text, and lets go of each when done', async () => {
+    const port = await pdfPort()
+    const idle = port.listenerCount
+    const docs = Array.from({ length: 12 }, (_, d) => Array.from({ length: 3 }, (_, p) => proseLines(d * 3 + p, 30)))
+    const encrypted = await makePdf({ pages: [['secret']], encrypted: true })
+    const results = await Promise.allSettled([
+      ...(await Promise.all(docs.map((pages, d) => makePdf({ title: `Doc ${d}`, pages })))).map((b, d) => parse(`d${d}.pdf`, b)),
+      parse('locked.pdf', encrypted),
+      parse('bad.pdf', utf8('%PDF-1.7\n1 0 obj garbage\n%%EOF\n')),
+    ])
+    for (const [d, pages] of docs.entries()) {
+      const r = results[d]
+      assert.equal(r.status, 'fulfilled', `doc ${d}`)
+      const doc = (r as PromiseFulfilledResult<ParsedDocument>).value
+      assert.equal(doc.title, `Doc ${d}`)
+      assert.deepEqual(doc.pages.map((p) => p.text), pages.map((lines) => lines.join('\n')))
+    }
+    assert.deepEqual(results.slice(docs.length).map((r) => r.status), ['rejected', 'rejected'])
+    assert.ok(idle >= 2, `the worker's own listeners: ${idle}`)
+    assert.equal(port.listenerCount, idle, 'every document, parsed or refused, removed its listeners')
+  })
+
+  it('hands messages over a microtask later, in order, uncopied but for a stream chunk\'s own fields; an aborted signal removes its listener', async () => {
+    const port = new InThreadPort()
+    const seen: [string, unknown][] = []
+    const ac = new AbortController()
+    const message = { items: [1, 2] }
+    const chunk = { items: [{ str: 'a' }], styles: {} }
+    const streamed = { stream: 4, chunk }
+    port.addEventListener('message', ({ data }) => seen.push(['a', data]))
+    port.addEventListener('message', ({ data }) => seen.push(['b', data]), { signal: ac.signal })
+    port.postMessage(message)
+    port.postMessage(streamed)
+    const firstItems = chunk.items
+    chunk.items = [] // what pdf.js does after sending a text chunk
+    assert.equal(seen.length, 0, 'not delivered synchronously')
+    await Promise.resolve()
+    await Promise.resolve()
+    assert.deepEqual(seen.map(([who]) => who), ['a', 'b', 'a', 'b'])
+    assert.equal(seen[0][1], message, 'the same object, not a copy')
+    assert.equal(seen[1][1], message)
+    const got = seen[2][1] as typeof streamed
+    assert.notEqual(got.chunk, chunk, 'the chunk is copied one level')
+    assert.equal(got.chunk.items, firstItems, 'with the fields it had when sent')
+    assert.equal(got.chunk.styles, chunk.styles)
+    ac.abort()
+    assert.equal(port.listenerCount, 1)
+    port.addEventListener('message', () => seen.push(['never', null]), { signal: ac.signal })
+    assert.equal(port.listenerCount, 1, 'an already aborted signal adds nothing')
+    port.terminate()
+    port.postMessage('after terminate')
+    await Promise.resolve()
+    assert.equal(seen.length, 4)
+    assert.equal(port.listenerCount, 0)
   })
 })
 
