@@ -59,25 +59,24 @@ async function plainThreads(pdfs: Uint8Array[], threads: number, warmups: number
  * Our parser in this thread, set up as compute/worker.mjs sets up a pool thread (no DecompressionStream, so
  * pdf.js inflates with its own code).
  */
-async function oursDirect(pdfs: readonly Uint8Array[]): Promise<number> {
-  const g = globalThis as { DecompressionStream?: unknown }
-  const saved = g.DecompressionStream
-  delete g.DecompressionStream
+async function oursDirect(pdfs: readonly Uint8Array[], first = 0): Promise<number> {
+  const saved = Object.getOwnPropertyDescriptor(globalThis, 'DecompressionStream')
+  delete (globalThis as { DecompressionStream?: unknown }).DecompressionStream
   try {
     let pages = 0
-    for (const [i, bytes] of pdfs.entries()) pages += (await parseDocument({ bytes, filename: `bench-${i}.pdf`, policy: 'balanced' })).pages.length
+    for (const [i, bytes] of pdfs.entries()) pages += (await parseDocument({ bytes, filename: `bench-${first + i}.pdf`, policy: 'balanced' })).pages.length
     return pages
   } finally {
-    g.DecompressionStream = saved
+    if (saved) Object.defineProperty(globalThis, 'DecompressionStream', saved)
   }
 }
 
 /** Ours: each PDF submitted to the pool, bytes moved into the worker. */
-async function viaPool(pool: ComputePool, pdfs: readonly Uint8Array[]): Promise<number> {
+async function viaPool(pool: ComputePool, pdfs: readonly Uint8Array[], first = 0): Promise<number> {
   const docs = await Promise.all(
     pdfs.map((b, i) => {
       const bytes = b.slice()
-      return pool.run('parse', { bytes, filename: `bench-${i}.pdf`, policy: 'balanced', parserPlugins: [] }, { transfer: [bytes] })
+      return pool.run('parse', { bytes, filename: `bench-${first + i}.pdf`, policy: 'balanced', parserPlugins: [] }, { transfer: [bytes] })
     }),
   )
   return docs.reduce((n, d) => n + d.pages.length, 0)
@@ -102,11 +101,17 @@ async function sustained(pdfs: readonly Uint8Array[], lanes: number, seconds: nu
   const until = t0 + seconds * 1000
   let pages = 0
   let next = 0
+  let failed = false
   const lane = async () => {
-    while (performance.now() < until) {
+    while (!failed && performance.now() < until) {
       const i = next++ % pdfs.length
-      const n = await parse(pdfs[i], i) // not `pages += await ...`: that reads `pages` before the await, losing other lanes' pages
-      pages += n
+      try {
+        const n = await parse(pdfs[i], i) // not `pages += await ...`: that reads `pages` before the await, losing other lanes' pages
+        pages += n
+      } catch (err) {
+        failed = true // the other lanes stop at their next document
+        throw err
+      }
     }
   }
   await Promise.all(Array.from({ length: lanes }, lane))
@@ -146,13 +151,13 @@ export async function run(opts: { quick: boolean; pdfs?: number; pagesPerPdf?: n
     }
 
     const samples: Record<'direct' | 'ours' | 'pool1' | 'pool2', Sample[]> = { direct: [], ours: [], pool1: [], pool2: [] }
-    const run = (lanes: number, parse: (pdf: Uint8Array, i: number) => Promise<number>) => sustained(pdfs, lanes, sampleSeconds, settleMs, parse)
+    const sample = (lanes: number, parse: (pdf: Uint8Array, i: number) => Promise<number>) => sustained(pdfs, lanes, sampleSeconds, settleMs, parse)
     // Alternating rounds, so that load from elsewhere on the machine falls on all four alike.
     for (let r = 0; r < rounds; r++) {
-      samples.direct.push(await run(1, (pdf) => directPdfjs([pdf])))
-      samples.ours.push(await run(1, (pdf) => oursDirect([pdf])))
-      samples.pool1.push(await run(2, (pdf) => viaPool(pool1, [pdf])))
-      samples.pool2.push(await run(4, (pdf) => viaPool(pool2, [pdf])))
+      samples.direct.push(await sample(1, (pdf) => directPdfjs([pdf])))
+      samples.ours.push(await sample(1, (pdf, i) => oursDirect([pdf], i)))
+      samples.pool1.push(await sample(2, (pdf, i) => viaPool(pool1, [pdf], i)))
+      samples.pool2.push(await sample(4, (pdf, i) => viaPool(pool2, [pdf], i)))
     }
     const pick = (f: (xs: number[]) => number, key: keyof Sample, d = 1) => ({
       direct: round(f(samples.direct.map((x) => x[key])), d),

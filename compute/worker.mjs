@@ -11,8 +11,13 @@ register()
 // that goes through web streams over node:zlib, whose per-stream cost outweighs the inflating on the small
 // streams that make up PDF pages: pdf.js's own inflate (its path where the global is missing) parsed text
 // 15-20 % faster on generated and real PDFs alike (`bench/parse.bench.ts` prints both). Only compute tasks run
-// in this thread, and none of them uses DecompressionStream, so it is removed here; other threads keep it.
-delete globalThis.DecompressionStream
+// in this thread, one at a time, and none of ours uses DecompressionStream, so it is removed here; other threads
+// keep it. Parser plugins get it back while they run (compute/parse/index.ts, withWebGlobals), from this stash.
+const decompressionStream = Object.getOwnPropertyDescriptor(globalThis, 'DecompressionStream')
+if (decompressionStream) {
+  globalThis[Symbol.for('quarry.DecompressionStream')] = decompressionStream
+  delete globalThis.DecompressionStream
+}
 
 const TASK_NAME = /^[a-z][a-z0-9-]*$/
 const modules = new Map()

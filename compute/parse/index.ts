@@ -96,6 +96,26 @@ function checkDocument(doc: unknown, ext: string): ParsedDocument {
   return { title: d.title, doc_type: d.doc_type, pages }
 }
 
+const DEFAULT_PARSER_SET = new Set<ParserFn>(Object.values(DEFAULT_PARSERS))
+const STASHED_DECOMPRESSION_STREAM = Symbol.for('quarry.DecompressionStream')
+
+/**
+ * Runs a plugin's parser with the DecompressionStream global that compute/worker.mjs takes out of pool threads
+ * (so that pdf.js uses its own, faster inflate) put back: a plugin sees the same globals in the pool as in its
+ * own tests. A pool thread runs one task at a time, so nothing else runs meanwhile.
+ */
+async function withWebGlobals<T>(fn: () => Promise<T> | T): Promise<T> {
+  const g = globalThis as Record<PropertyKey, unknown>
+  const stashed = g[STASHED_DECOMPRESSION_STREAM] as PropertyDescriptor | undefined
+  if (stashed === undefined || 'DecompressionStream' in g) return fn()
+  Object.defineProperty(g, 'DecompressionStream', stashed)
+  try {
+    return await fn()
+  } finally {
+    delete g.DecompressionStream
+  }
+}
+
 export async function parseDocument(req: ParseDocumentInput): Promise<ParsedDocument> {
   const registry = await parserRegistry(req.parserPlugins ?? [])
   let ext = fileExtension(req.filename)
@@ -111,7 +131,7 @@ export async function parseDocument(req: ParseDocumentInput): Promise<ParsedDocu
   const input: ParserInput = { bytes: req.bytes, filename: req.filename, contentType: req.contentType, policy: req.policy, extension: ext }
   let doc: ParsedDocument
   try {
-    doc = await parser(input)
+    doc = DEFAULT_PARSER_SET.has(parser) ? await parser(input) : await withWebGlobals(() => parser(input))
   } catch (err) {
     if (err instanceof AppError) throw err
     throw parseError(ParseCode.FAILED, `could not parse the .${ext} file: ${errorMessage(err)}`, err)

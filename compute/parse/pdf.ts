@@ -101,8 +101,11 @@ export class InThreadPort {
 
   postMessage(data: unknown): void {
     const m = data as { chunk?: unknown }
-    // A stream chunk's sender reuses the chunk object (its fields are replaced for the next chunk): copy that level.
-    if (m !== null && typeof m === 'object' && m.chunk !== null && typeof m.chunk === 'object') data = { ...m, chunk: { ...m.chunk } }
+    // A stream chunk's sender reuses the chunk object (its fields are replaced for the next chunk): copy that
+    // level. Byte chunks (a range reader's, which this parser does not use) are new arrays, passed as they are.
+    if (m !== null && typeof m === 'object' && m.chunk !== null && typeof m.chunk === 'object' && !ArrayBuffer.isView(m.chunk)) {
+      data = { ...m, chunk: { ...m.chunk } }
+    }
     const event = { data }
     queueMicrotask(() => {
       for (const listener of this.#listeners) listener.call(this, event)
@@ -137,22 +140,33 @@ interface WorkerMessageHandler {
 
 let shared: Promise<{ pdfjs: PdfJs; port: InThreadPort; worker: InstanceType<PdfJs['PDFWorker']> }> | undefined
 
+/**
+ * Listeners past which the shared worker is replaced. Each open document holds two; a document whose destroy()
+ * failed would hold its two for good, so a port that has gathered this many is left to the documents still on
+ * it and the next document starts a new worker.
+ */
+const PORT_LISTENER_LIMIT = 2 + 2 * 256
+
 /** This thread's pdf.js and its one worker, made on first use. */
 function pdfjsWorker() {
-  shared ??= (async () => {
-    const pdfjs = await getResolvedPDFJS()
-    const handler = (globalThis as { pdfjsWorker?: { WorkerMessageHandler?: WorkerMessageHandler } }).pdfjsWorker?.WorkerMessageHandler
-    if (!handler) throw new Error('pdf.js bundle did not register globalThis.pdfjsWorker.WorkerMessageHandler')
-    const port = new InThreadPort()
-    handler.initializeFromPort(port)
-    const worker = new pdfjs.PDFWorker({ port: port as never, verbosity: 0 })
-    await worker.promise
-    return { pdfjs, port, worker }
-  })()
-  shared.catch(() => {
-    shared = undefined
-  })
+  if (shared === undefined) {
+    shared = makeWorker()
+    shared.catch(() => {
+      shared = undefined
+    })
+  }
   return shared
+}
+
+async function makeWorker() {
+  const pdfjs = await getResolvedPDFJS()
+  const handler = (globalThis as { pdfjsWorker?: { WorkerMessageHandler?: WorkerMessageHandler } }).pdfjsWorker?.WorkerMessageHandler
+  if (!handler) throw new Error('pdf.js bundle did not register globalThis.pdfjsWorker.WorkerMessageHandler')
+  const port = new InThreadPort()
+  handler.initializeFromPort(port)
+  const worker = new pdfjs.PDFWorker({ port: port as never, verbosity: 0 })
+  await worker.promise
+  return { pdfjs, port, worker }
 }
 
 /** The port of this thread's pdf.js worker, for tests: its listener count shows that closed documents let go. */
@@ -164,7 +178,8 @@ export async function parsePdf(input: ParserInput): Promise<ParsedDocument> {
   const { bytes } = input
   if (bytes.length === 0) throw parseError(ParseCode.EMPTY, 'file is empty')
   if (!hasPdfHeader(bytes)) throw parseError(ParseCode.CORRUPT, 'corrupt PDF: not a PDF file (no %PDF- header)')
-  const { pdfjs, worker } = await pdfjsWorker()
+  const { pdfjs, port, worker } = await pdfjsWorker()
+  if (port.listenerCount > PORT_LISTENER_LIMIT) shared = undefined
   let task: ReturnType<PdfJs['getDocument']> | undefined
   let pdf: Awaited<ReturnType<PdfJs['getDocument']>['promise']>
   try {

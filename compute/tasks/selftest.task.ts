@@ -11,6 +11,7 @@ export type SelftestRequest =
   | { mode: 'exit'; code: number }
   | { mode: 'oom' }
   | { mode: 'thread' }
+  | { mode: 'globals' }
   | { mode: 'lastResultBytes' }
   | { mode: 'spin'; ms: number }
 
@@ -60,6 +61,9 @@ export default async function selftest(req: SelftestRequest): Promise<TaskResult
     }
     case 'lastResultBytes':
       return { ok: true, value: { receivedBytes: lastResult?.byteLength ?? -1 } }
+    case 'globals':
+      // What compute/worker.mjs leaves of the web globals it changes.
+      return { ok: true, value: { echo: typeof (globalThis as { DecompressionStream?: unknown }).DecompressionStream } }
     case 'thread': {
       const { threadId } = await import('node:worker_threads')
       return { ok: true, value: { threadId } }

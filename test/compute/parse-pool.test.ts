@@ -4,6 +4,7 @@ import { describe, it, before, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
+import { gzipSync } from 'node:zlib'
 import path from 'node:path'
 import { AppError } from '../../kernel/errors.ts'
 import { createComputePool } from '../../compute/pool.ts'
@@ -98,6 +99,26 @@ describe('parse task in the compute pool', () => {
   it('runs parses in parallel', async () => {
     const docs = await Promise.all(Array.from({ length: 6 }, (_, i) => makePdf({ pages: [[`parallel ${i}`]] }).then((b) => viaPool(`p${i}.pdf`, b))))
     assert.deepEqual(docs.map((d) => d.pages[0].text), [0, 1, 2, 3, 4, 5].map((i) => `parallel ${i}`))
+  })
+
+  it('gives parser plugins the DecompressionStream global that pool threads keep from pdf.js', async () => {
+    writeFileSync(path.join(dir, 'gz.mjs'), `export function register(r) {
+      r.register('gz', async (i) => {
+        const out = new Response(new Blob([i.bytes]).stream().pipeThrough(new DecompressionStream('gzip')))
+        return { title: 'gz', doc_type: 'txt', pages: [{ page_num: 1, page_label: '1', text: await out.text() }] }
+      })
+      r.register('probe', () => ({ title: typeof globalThis.DecompressionStream, doc_type: 'txt', pages: [{ page_num: 1, page_label: '1', text: 'x' }] }))
+    }`)
+    const globals = async () => (await pool.run('selftest', { mode: 'globals' })).echo
+    assert.equal(await globals(), 'undefined', 'pool threads leave pdf.js to its own inflate')
+    const gz = new Uint8Array(gzipSync('inflated by the plugin'))
+    const doc = await viaPool('a.gz', gz, 'balanced', [`${dir}/gz.mjs:register`])
+    assert.equal(doc.pages[0].text, 'inflated by the plugin')
+    assert.equal((await viaPool('a.probe', utf8('x'), 'balanced', [`${dir}/gz.mjs:register`])).title, 'function')
+    // Our PDF parser, which runs without it, still works after the plugin's call.
+    const pdf = await viaPool('after.pdf', await makePdf({ pages: [['after the plugin']] }), 'balanced', [`${dir}/gz.mjs:register`])
+    assert.equal(pdf.pages[0].text, 'after the plugin')
+    assert.equal(await globals(), 'undefined', 'taken out again after the plugin ran')
   })
 
   it('loads parser plugins lazily inside the worker', async () => {

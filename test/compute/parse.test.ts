@@ -104,6 +104,22 @@ describe('pdf', () => {
     assert.equal(port.listenerCount, idle, 'every document, parsed or refused, removed its listeners')
   })
 
+  it('starts a new pdf.js worker when the shared one holds listeners that documents left behind', async () => {
+    const old = await pdfPort()
+    const strays = Array.from({ length: 2 * 256 + 1 }, () => () => undefined)
+    for (const l of strays) old.addEventListener('message', l)
+    try {
+      const doc = await parse('a.pdf', await makePdf({ pages: [['still parsed on the full port']] }))
+      assert.equal(doc.pages[0].text, 'still parsed on the full port')
+      const fresh = await pdfPort()
+      assert.notEqual(fresh, old, 'the next document gets a new worker')
+      assert.equal((await parse('b.pdf', await makePdf({ pages: [['on the new one']] }))).pages[0].text, 'on the new one')
+      assert.ok(fresh.listenerCount <= 2 + 2, `${fresh.listenerCount} listeners on the new port`)
+    } finally {
+      for (const l of strays) old.removeEventListener('message', l)
+    }
+  })
+
   it('hands messages over a microtask later, in order, uncopied but for a stream chunk\'s own fields; an aborted signal removes its listener', async () => {
     const port = new InThreadPort()
     const seen: [string, unknown][] = []
