@@ -8,6 +8,8 @@
 // chunk of every page is copied once more. This parser instead keeps one pdf.js worker per thread, set up
 // through pdf.js's public API (a PDFWorker on a given port, and the WorkerMessageHandler that the bundle
 // registers on globalThis.pdfjsWorker), joined by InThreadPort, which hands messages over without copying.
+import { createRequire } from 'node:module'
+import path from 'node:path'
 import { getResolvedPDFJS } from 'unpdf'
 import type { PageText, ParsedDocument } from '../types.ts'
 import { errorMessage, ParseCode, parseError } from './errors.ts'
@@ -133,6 +135,14 @@ export class InThreadPort {
   }
 }
 
+/**
+ * Adobe's predefined CMaps (UniKS-UCS2-H, Adobe-Korea1-UCS2, UniJIS-UTF16-H, ...), shipped in pdfjs-dist at the
+ * version unpdf bundles. pdf.js needs them to read text set in a CJK font that the PDF names but does not embed,
+ * as Korean PDFs made by TCPDF, FPDF and many office tools do (HYSMyeongJo-Medium with UniKS-UCS2-H); without
+ * them such a page has no extractable text. A directory path: pdf.js reads it with fs.readFile in Node.
+ */
+const CMAP_DIR = `${path.join(path.dirname(createRequire(import.meta.url).resolve('pdfjs-dist/package.json')), 'cmaps')}${path.sep}`
+
 type PdfJs = Awaited<ReturnType<typeof getResolvedPDFJS>>
 interface WorkerMessageHandler {
   initializeFromPort(port: InThreadPort): void
@@ -183,9 +193,9 @@ export async function parsePdf(input: ParserInput): Promise<ParsedDocument> {
   let task: ReturnType<PdfJs['getDocument']> | undefined
   let pdf: Awaited<ReturnType<PdfJs['getDocument']>['promise']>
   try {
-    // The options unpdf's getDocumentProxy sets, without its per-call module resolution. The copy keeps the
-    // caller's bytes out of pdf.js's reach: with pdf.js's own port it would detach them.
-    task = pdfjs.getDocument({ data: bytes.slice(), worker, verbosity: 0, isEvalSupported: false, useSystemFonts: true, stopAtErrors: false })
+    // unpdf's getDocumentProxy options without its per-call module resolution, and no standard font files
+    // (text needs only the metrics pdf.js has built in). The copy keeps the caller's bytes out of pdf.js's reach.
+    task = pdfjs.getDocument({ data: bytes.slice(), worker, verbosity: 0, isEvalSupported: false, useSystemFonts: true, stopAtErrors: false, cMapUrl: CMAP_DIR, cMapPacked: true })
     pdf = await task.promise
   } catch (err) {
     // The worker is shared: a document that failed to open must still let go of its handlers there.

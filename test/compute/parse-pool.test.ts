@@ -11,7 +11,7 @@ import { createComputePool } from '../../compute/pool.ts'
 import type { ComputePool } from '../../compute/pool.ts'
 import { parseDocument } from '../../compute/parse/index.ts'
 import type { HtmlExtractionPolicy } from '../../compute/types.ts'
-import { makePdf } from '../fixtures/make-pdf.ts'
+import { CID_FONTS, makeCidPdf, makePdf } from '../fixtures/make-pdf.ts'
 import { makeDocx, makeZipBomb } from '../fixtures/make-docx.ts'
 import { encodeEucKr, utf8 } from '../fixtures/make-text.ts'
 import { articlePage, markdownSample, rstSample } from '../fixtures/make-pages.ts'
@@ -39,6 +39,7 @@ describe('parse task in the compute pool', () => {
       // A real PDF (42 pages, embedded fonts, flate streams) shipped in a pinned dependency: pool threads inflate
       // with pdf.js's own code, this thread with DecompressionStream, and the text must not differ.
       ['uws-report.pdf', new Uint8Array(readFileSync('node_modules/uWebSockets.js/docs/report.pdf'))],
+      ['korean-cid.pdf', await makeCidPdf(CID_FONTS.korean, [['풀에서 읽는 한국어']])],
       ['plan.docx', await makeDocx({ title: 'Pool Docx', heading: 'Heading', bullets: ['a', 'b'], table: [['x', 'y']] })],
       ['example.hwp', new Uint8Array(readFileSync(`${HWP_DIR}/example.hwp`))],
       ['lists.hwpx', new Uint8Array(readFileSync(`${HWP_DIR}/lists.hwpx`))],

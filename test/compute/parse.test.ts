@@ -7,7 +7,7 @@ import { parseDocument } from '../../compute/parse/index.ts'
 import type { ParseDocumentInput } from '../../compute/parse/index.ts'
 import { InThreadPort, pageTextFromItems, pdfPort } from '../../compute/parse/pdf.ts'
 import type { HtmlExtractionPolicy, ParsedDocument } from '../../compute/types.ts'
-import { makePdf, proseLines } from '../fixtures/make-pdf.ts'
+import { CID_FONTS, makeCidPdf, makePdf, proseLines } from '../fixtures/make-pdf.ts'
 import { makeDocx, makeEncryptedDocxLike, makeLyingZipBomb, makePlainZip, makeZipBomb } from '../fixtures/make-docx.ts'
 import { encodeEucKr, encodeLatin1, encodeUtf16, utf8 } from '../fixtures/make-text.ts'
 import { articlePage, markdownSample, rstSample } from '../fixtures/make-pages.ts'
@@ -68,6 +68,14 @@ describe('pdf', () => {
       item('far below', 50, 600, 40),
     ])
     assert.equal(t, 'Hello world\nnext\nline\n\nfar below')
+  })
+
+  it('reads Korean and Japanese set in CJK fonts the PDF names but does not embed (Adobe\'s predefined CMaps)', async () => {
+    const korean = await parse('k.pdf', await makeCidPdf(CID_FONTS.korean, [['한국어 문서입니다', '둘째 줄: 검색 색인'], ['다음 쪽']]))
+    assert.deepEqual(korean.pages.map((p) => p.text), ['한국어 문서입니다\n둘째 줄: 검색 색인', '다음 쪽'])
+    assert.equal(korean.title, '한국어 문서입니다')
+    const japanese = await parse('j.pdf', await makeCidPdf(CID_FONTS.japanese, [['日本語の文書です']]))
+    assert.equal(japanese.pages[0].text, '日本語の文書です')
   })
 
   it('refuses a PDF without text as probably scanned', async () => {
