@@ -10,7 +10,7 @@ register()
 // pdf.js inflates each FlateDecode stream through the DecompressionStream global when there is one. In Node 20
 // that goes through web streams over node:zlib, whose per-stream cost outweighs the inflating on the small
 // streams that make up PDF pages: pdf.js's own inflate (its path where the global is missing) parsed text
-// 15-20 % faster on generated and real PDFs alike (`bench/parse.bench.ts` prints both). Only compute tasks run
+// 15-20 % faster on generated and real PDFs alike (figures: compute/parse/README.md). Only compute tasks run
 // in this thread, one at a time, and none of ours uses DecompressionStream, so it is removed here; other threads
 // keep it. Parser plugins get it back while they run (compute/parse/index.ts, withWebGlobals), from this stash.
 const decompressionStream = Object.getOwnPropertyDescriptor(globalThis, 'DecompressionStream')

@@ -166,10 +166,10 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
       ranked = fuseInKb(hits.dense, hits.sparse, opts.alpha, inKbFusionK(r.hybrid), opts.top_k, counts)
       candidates = counts.candidates
     } else {
+      // The store returns at most `limit` = top_k hits in this mode.
       ranked = hits.dense.map((hit) => ({ hit, score: hit.score }))
       candidates = ranked.length
     }
-    ranked = ranked.slice(0, opts.top_k)
     // Payloads are read here only when auto-merge is on; otherwise only for the pooled results.
     const merged: MergeItem[] = merge.enabled && ranked.some((x) => x.hit.payload.parent_chunk_id !== null)
       ? await autoMerge(ranked, merge.threshold, loadParents)
