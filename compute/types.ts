@@ -3,7 +3,10 @@
 
 export type DocType = 'pdf' | 'docx' | 'txt' | 'md' | 'hwp' | 'hwpx' | 'html' | 'rst' | 'code'
 
-/** One page of parsed text. Formats without pages give one page: page_num 1, page_label '1'. */
+/**
+ * One page of parsed text. Formats without pages give one page: page_num 1, page_label '1'. A document of
+ * several pages is chunked page by page (compute/chunk/document.ts), so every chunk lies on one page.
+ */
 export interface PageText {
   page_num: number
   page_label: string
@@ -32,9 +35,10 @@ export interface Chunk {
   /** Position among the chunks returned (leaves and parents are numbered separately, see level). */
   index: number
   text: string
+  /** The page all of the chunk's text is on (a chunk never spans two pages). */
   page_num: number
   page_label: string
-  /** Character offsets into the document text (pages joined with '\n\n'). */
+  /** Character offsets into the document text (pages joined with '\n\n'); start and end lie in one page. */
   start: number
   end: number
   /** hierarchical: 0 is the top level; the leaves are the last level. Others: always 0. */

@@ -6,7 +6,7 @@
 // whole when they fit code_max_chars and otherwise cuts at nested blocks, then blank lines, then lines.
 import type { Chunk } from '../types.ts'
 import { arrayFinder, isWs } from './breaks.ts'
-import { toChunks, type DocumentText } from './document.ts'
+import { splitByPage, toChunks, type DocumentText } from './document.ts'
 import { splitRanges } from './ranges.ts'
 
 type Family = 'c' | 'python' | 'ruby' | 'shell'
@@ -356,11 +356,8 @@ export interface CodeOptions {
 
 const GENERIC: LanguageSpec = { name: 'generic', family: 'c', lineComments: ['//', '#'], blockComment: ['/*', '*/'], singleQuote: 'string', backtick: 'none', tripleQuotes: false, attachPrefixes: [] }
 
-export function codeRanges(text: string, o: CodeOptions): number[] {
-  const lang = languageFor(o.language) ?? GENERIC
-  return splitRanges(text, arrayFinder(codeBreaks(text, lang)), 0, text.length, { size: o.maxChars, overlap: 0, minChars: o.minChars, code: true })
-}
-
 export function chunkCode(doc: DocumentText, o: CodeOptions): Chunk[] {
-  return toChunks(doc, codeRanges(doc.text, o))
+  const lang = languageFor(o.language) ?? GENERIC
+  const finder = arrayFinder(codeBreaks(doc.text, lang))
+  return toChunks(doc, splitByPage(doc, (from, to) => splitRanges(doc.text, finder, from, to, { size: o.maxChars, overlap: 0, minChars: o.minChars, code: true })))
 }

@@ -1,4 +1,6 @@
-// The document text every chunk offset refers to: the pages joined with '\n\n'.
+// The document text every chunk offset refers to: the pages joined with '\n\n'. A document of several pages is
+// split page by page (each page on its own, as the older service does), so a chunk never spans two pages and its
+// page_num / page_label say where all of its text is.
 import type { Chunk, PageText } from '../types.ts'
 
 export const PAGE_SEPARATOR = '\n\n'
@@ -32,6 +34,22 @@ export function pageIndexAt(doc: DocumentText, offset: number): number {
     else hi = mid - 1
   }
   return lo
+}
+
+/**
+ * Flat [start, end, ...] ranges of the whole document from `split(from, to)`, called once per page: a chunk, an
+ * overlap or a parent never crosses a page end. One page is split as one text, which is what every format
+ * without pages (txt, md, html, rst) gives, so those are chunked exactly as before.
+ */
+export function splitByPage(doc: DocumentText, split: (from: number, to: number) => number[]): number[] {
+  if (doc.pages.length <= 1) return split(0, doc.text.length)
+  const out: number[] = []
+  for (let i = 0; i < doc.pages.length; i++) {
+    const from = doc.pageStarts[i]
+    const ranges = split(from, from + doc.pages[i].text.length)
+    for (let j = 0; j < ranges.length; j++) out.push(ranges[j])
+  }
+  return out
 }
 
 /** Builds chunks from flat [start, end, ...] ranges, numbered from `firstIndex`. */

@@ -1,10 +1,11 @@
 // Hierarchical strategy: every level of a descending size list is kept; each level is split inside the ranges
-// of the level above, so children cover only their parent's text. Overlap applies to the leaves only. Leaves
+// of the level above, so children cover only their parent's text (and the top level is split page by page, so
+// no parent, and no merged result of auto-merge, spans two pages). Overlap applies to the leaves only. Leaves
 // shorter than min_chunk_chars are dropped, and parents left without any leaf below them are dropped too
 // (auto-merge could never select them).
 import type { Chunk, ChunkedDocument } from '../types.ts'
 import { textFinder } from './breaks.ts'
-import { toChunks, type DocumentText } from './document.ts'
+import { splitByPage, toChunks, type DocumentText } from './document.ts'
 import { splitRanges } from './ranges.ts'
 
 export interface HierarchicalOptions {
@@ -29,7 +30,7 @@ export function chunkHierarchical(doc: DocumentText, o: HierarchicalOptions): Ch
     const leaf = l === depth - 1
     const opts = { size: o.sizes[l], overlap: leaf ? o.chunkOverlap : 0, minChars: o.minChunkChars }
     if (l === 0) {
-      const ranges = splitRanges(text, breaks, 0, text.length, opts)
+      const ranges = splitByPage(doc, (from, to) => splitRanges(text, breaks, from, to, opts))
       levels.push({ ranges, parents: new Array<null>(ranges.length / 2).fill(null) })
       continue
     }

@@ -1,5 +1,7 @@
 // Chunking entry point for the pool task and the pipeline. Sizes are in characters; offsets refer to the
-// document text (pages joined with '\n\n'), so chunk.text === docText.slice(chunk.start, chunk.end).
+// document text (pages joined with '\n\n'), so chunk.text === docText.slice(chunk.start, chunk.end). Every
+// strategy splits each page on its own: a chunk (and a hierarchical parent) lies inside one page, whose
+// page_num and page_label it carries; overlap never reaches back into the page before.
 import { AppError } from '../../kernel/errors.ts'
 import type { ChunkedDocument, ChunkingOptions, PageText } from '../types.ts'
 import { chunkCode } from './code.ts'

@@ -2,7 +2,7 @@
 // merging up to chunk_size, computed as "furthest break of the best level in the window" (breaks.ts).
 import type { Chunk } from '../types.ts'
 import { textFinder, type BreakFinder } from './breaks.ts'
-import { toChunks, type DocumentText } from './document.ts'
+import { splitByPage, toChunks, type DocumentText } from './document.ts'
 import { splitRanges } from './ranges.ts'
 
 export interface RecursiveOptions {
@@ -11,11 +11,12 @@ export interface RecursiveOptions {
   minChunkChars: number
 }
 
-/** Chunk ranges of `text` as flat [start, end, ...] offsets. */
-export function recursiveRanges(text: string, o: RecursiveOptions, finder: BreakFinder = textFinder(text)): number[] {
-  return splitRanges(text, finder, 0, text.length, { size: o.chunkSize, overlap: o.chunkOverlap, minChars: o.minChunkChars })
+/** Chunk ranges of text[from, to) as flat [start, end, ...] offsets. */
+export function recursiveRanges(text: string, o: RecursiveOptions, finder: BreakFinder = textFinder(text), from = 0, to = text.length): number[] {
+  return splitRanges(text, finder, from, to, { size: o.chunkSize, overlap: o.chunkOverlap, minChars: o.minChunkChars })
 }
 
 export function chunkRecursive(doc: DocumentText, o: RecursiveOptions): Chunk[] {
-  return toChunks(doc, recursiveRanges(doc.text, o))
+  const finder = textFinder(doc.text)
+  return toChunks(doc, splitByPage(doc, (from, to) => recursiveRanges(doc.text, o, finder, from, to)))
 }

@@ -8,10 +8,11 @@
 // where the distance is above the `semantic_threshold` percentile of all distances (0.8 => 80th). A group longer than
 // chunk_size is split again at its largest inner distance until every part fits; a group shorter than
 // min_chunk_chars joins a neighbour when the result fits, else it is dropped. No overlap: the breakpoints
-// are topic changes.
+// are topic changes. A page end is a breakpoint of its own (a chunk never spans two pages): sentences and
+// embedded groups stay inside their page, and the percentile is taken over the boundaries inside pages.
 import type { ChunkedDocument, ChunkingOptions, PageText } from '../types.ts'
 import { arrayFinder, BREAK_SENTENCE, isWs, textBreaks } from './breaks.ts'
-import { joinPages, toChunks } from './document.ts'
+import { joinPages, splitByPage, toChunks } from './document.ts'
 import { splitRanges } from './ranges.ts'
 
 export type EmbedFunction = (texts: string[]) => Promise<Float32Array[]>
@@ -23,11 +24,11 @@ export interface SemanticOptions {
   batchSize?: number
 }
 
-/** Sentence ranges (flat [start, end, ...]), none longer than `maxChars`. */
-export function sentenceRanges(text: string, breaks: Uint8Array, maxChars: number): number[] {
+/** Sentence ranges (flat [start, end, ...]) of text[from, to), none longer than `maxChars`. */
+export function sentenceRanges(text: string, breaks: Uint8Array, maxChars: number, from = 0, to = text.length): number[] {
   const out: number[] = []
-  const n = text.length
-  let s = 0
+  const n = to
+  let s = from
   while (s < n) {
     while (s < n && isWs(text.charCodeAt(s))) s++
     if (s >= n) break
@@ -68,10 +69,12 @@ export function cosineDistance(a: Float32Array, b: Float32Array): number {
  * Groups sentences [i, j] (inclusive unit indexes, flat pairs) from the distances between neighbours
  * (`distances[i]` is between unit i and i + 1).
  */
-export function groupUnits(units: readonly number[], distances: ArrayLike<number>, opts: { threshold: number; maxChars: number; minChars: number }): number[] {
+export function groupUnits(units: readonly number[], distances: ArrayLike<number>, opts: { threshold: number; maxChars: number; minChars: number; forced?: Uint8Array }): number[] {
   const m = units.length / 2
   if (m === 0) return []
-  const cut = percentile(distances, opts.threshold * 100)
+  // forced[i] = 1: a page ends after unit i. Such a boundary is always cut and has no distance of its own.
+  const forced = opts.forced
+  const cut = percentile(forced ? Float64Array.from(distances).filter((_, i) => forced[i] === 0) : distances, opts.threshold * 100)
   const len = (a: number, b: number) => units[2 * b + 1] - units[2 * a]
   const groups: number[] = []
   const fit = (a: number, b: number) => {
@@ -83,7 +86,7 @@ export function groupUnits(units: readonly number[], distances: ArrayLike<number
   }
   let a = 0
   for (let i = 0; i < m - 1; i++) {
-    if (distances[i] > cut) { fit(a, i); a = i + 1 }
+    if (forced?.[i] === 1 || distances[i] > cut) { fit(a, i); a = i + 1 }
   }
   fit(a, m - 1)
   // Short groups join a neighbour when the result fits.
@@ -91,7 +94,7 @@ export function groupUnits(units: readonly number[], distances: ArrayLike<number
   for (let g = 0; g < groups.length; g += 2) {
     const [ga, gb] = [groups[g], groups[g + 1]]
     const last = merged.length - 2
-    if (last >= 0 && (len(ga, gb) < opts.minChars || len(merged[last], merged[last + 1]) < opts.minChars) && len(merged[last], gb) <= opts.maxChars) {
+    if (last >= 0 && forced?.[ga - 1] !== 1 && (len(ga, gb) < opts.minChars || len(merged[last], merged[last + 1]) < opts.minChars) && len(merged[last], gb) <= opts.maxChars) {
       merged[last + 1] = gb
     } else merged.push(ga, gb)
   }
@@ -102,18 +105,37 @@ export async function chunkSemantic(pages: readonly PageText[], opts: ChunkingOp
   const doc = joinPages(pages)
   const text = doc.text
   const maxChars = Array.isArray(opts.chunk_size) ? opts.chunk_size[opts.chunk_size.length - 1] : opts.chunk_size
-  const units = sentenceRanges(text, textBreaks(text), maxChars)
+  const breaks = textBreaks(text)
+  // lastOfPage[k]: the last unit of unit k's page
+  const lastOfPage: number[] = []
+  const units = splitByPage(doc, (from, to) => {
+    const r = sentenceRanges(text, breaks, maxChars, from, to)
+    const last = lastOfPage.length + r.length / 2 - 1
+    for (let i = 0; i < r.length; i += 2) lastOfPage.push(last)
+    return r
+  })
   const m = units.length / 2
+  const forced = new Uint8Array(Math.max(0, m - 1))
+  for (let i = 0; i < m - 1; i++) if (lastOfPage[i] === i) forced[i] = 1
   const g = Math.max(1, so.groupSize ?? 2)
   const batchSize = so.batchSize ?? 64
   const distances = new Float64Array(Math.max(0, m - 1))
-  if (m > 1) {
-    // windows[k] = sentences [k, k + g - 1] (clipped); windows[m + i] = sentences [0, i] for the first
-    // boundaries, whose left group is shorter than g
+  if (forced.includes(0)) {
+    // windows[k] = sentences [k, k + g - 1] clipped to k's page; then, for a boundary i whose left group would
+    // start before its page's first sentence f, the window [f, i]
     const slice = (a: number, b: number) => text.slice(units[2 * a], units[2 * b + 1])
     const windows: string[] = []
-    for (let k = 0; k < m; k++) windows.push(slice(k, Math.min(m - 1, k + g - 1)))
-    for (let i = 0; i < Math.min(g - 1, m - 1); i++) windows.push(slice(0, i))
+    for (let k = 0; k < m; k++) windows.push(slice(k, Math.min(lastOfPage[k], k + g - 1)))
+    const leftWindow = new Int32Array(Math.max(0, m - 1))
+    for (let i = 0, first = 0; i < m - 1; i++) {
+      if (i > 0 && forced[i - 1] === 1) first = i
+      if (forced[i] === 1) continue
+      if (i - g + 1 >= first) leftWindow[i] = i - g + 1
+      else {
+        leftWindow[i] = windows.length
+        windows.push(slice(first, i))
+      }
+    }
     const vectors: Float32Array[] = []
     for (let i = 0; i < windows.length; i += batchSize) {
       const batch = windows.slice(i, i + batchSize)
@@ -121,12 +143,9 @@ export async function chunkSemantic(pages: readonly PageText[], opts: ChunkingOp
       if (got.length !== batch.length) throw new Error(`semantic chunking: the embedder returned ${got.length} vectors for ${batch.length} texts`)
       for (const v of got) vectors.push(v)
     }
-    for (let i = 0; i < m - 1; i++) {
-      const left = i - g + 1 >= 0 ? vectors[i - g + 1] : vectors[m + i]
-      distances[i] = cosineDistance(left, vectors[i + 1])
-    }
+    for (let i = 0; i < m - 1; i++) if (forced[i] === 0) distances[i] = cosineDistance(vectors[leftWindow[i]], vectors[i + 1])
   }
-  const groups = groupUnits(units, distances, { threshold: opts.semantic_threshold, maxChars, minChars: opts.min_chunk_chars })
+  const groups = groupUnits(units, distances, { threshold: opts.semantic_threshold, maxChars, minChars: opts.min_chunk_chars, forced })
   const ranges: number[] = []
   for (let g = 0; g < groups.length; g += 2) {
     const start = units[2 * groups[g]]

@@ -1,6 +1,7 @@
 import { describe, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { contextHeader, encodingText, encodingTexts } from '../../compute/chunk/context.ts'
+import { chunkDocument, CHUNKING_DEFAULTS } from '../../compute/chunk/index.ts'
 
 describe('encoding text of a chunk', () => {
   it('puts the title before chunks after the first, unless the chunk already starts with it', () => {
@@ -21,5 +22,20 @@ describe('encoding text of a chunk', () => {
     assert.equal(contextHeader('Only one block of text.', 'Report'), 'Report')
     assert.equal(contextHeader('Heading\n\n', 'Report'), 'Report', 'nothing below it')
     assert.equal(contextHeader('', undefined), '')
+  })
+})
+
+describe('header context across pages', () => {
+  it('encodes the chunks of every later page with the heading of the first page', () => {
+    const pages = [
+      { page_num: 1, page_label: '1', text: 'Glacier survey\n\nGlaciers carve valleys as the ice creeps downhill.' },
+      { page_num: 2, page_label: '2', text: 'Moraines mark where the ice once stopped, long ago.' },
+      { page_num: 3, page_label: '3', text: 'Meltwater lakes form behind the moraines each summer.' },
+    ]
+    const { chunks } = chunkDocument(pages, { ...CHUNKING_DEFAULTS })
+    assert.deepEqual(chunks.map((c) => c.page_num), [1, 2, 3], 'one chunk per page')
+    const header = contextHeader(pages[0].text, 'survey.pdf')
+    assert.equal(header, 'Glacier survey')
+    assert.deepEqual(encodingTexts(chunks, header), [pages[0].text, `Glacier survey\n\n${pages[1].text}`, `Glacier survey\n\n${pages[2].text}`])
   })
 })

@@ -45,10 +45,22 @@ function pageOf(pages: PageText[], offset: number): PageText {
   throw new Error('no pages')
 }
 
+/** End offset of `page`'s text in the document text. */
+function pageEnd(pages: PageText[], page: PageText): number {
+  let end = 0
+  for (const p of pages) {
+    end += p.text.length
+    if (p === page) return end
+    end += 2
+  }
+  throw new Error('page not in the document')
+}
+
 /** Invariants every strategy keeps. */
 function checkChunks(pages: PageText[], chunks: Chunk[], maxLen: number, minLen: number, code = false): void {
   const doc = pages.map((p) => p.text).join('\n\n')
   chunks.forEach((c, i) => {
+    assert.ok(c.end <= pageEnd(pages, pageOf(pages, c.start)), `chunk ${i} spans two pages`)
     assert.equal(c.text, doc.slice(c.start, c.end), `chunk ${i}: text === docText.slice(start, end)`)
     assert.ok(c.text.length <= maxLen, `chunk ${i}: ${c.text.length} > ${maxLen}`)
     assert.ok(c.text.length >= minLen && c.text.length > 0, `chunk ${i}: ${c.text.length} < ${minLen}`)
@@ -283,6 +295,63 @@ test('semantic: groups never exceed chunk_size and work with the builtin embedde
   assert.equal(empty.chunks.length, 0)
   const single = await chunkSemantic([page('One sentence only, long enough to keep.')], opts({ strategy: 'semantic' }), async () => { throw new Error('not called for one sentence') })
   assert.equal(single.chunks.length, 1)
+})
+
+/** Three pages that all fit in one chunk: one Roman-numbered label range, prose that differs per page. */
+const shortPages = (): PageText[] => [
+  page('Preface. Glaciers carve valleys over thousands of years, slowly.', 1, 'i'),
+  page('Orchards need pruning in late winter before the buds open.', 2, 'ii'),
+  page('The violin has four strings tuned in perfect fifths.\n\nA bow of horsehair sets them ringing.', 3, 'iii'),
+]
+
+test('pages: every strategy splits each page on its own, so a chunk is cited on the page its text is on', async () => {
+  const pages = shortPages()
+  const expectPerPage = (chunks: Chunk[], what: string) => {
+    assert.deepEqual(chunks.map((c) => [c.page_num, c.page_label]), [[1, 'i'], [2, 'ii'], [3, 'iii']], what)
+    assert.deepEqual(chunks.map((c) => c.text), pages.map((p) => p.text), what)
+    checkChunks(pages, chunks, 1024, 1, what === 'code')
+  }
+  expectPerPage(chunkDocument(pages, opts({ chunk_size: 1024, chunk_overlap: 128 })).chunks, 'recursive')
+  expectPerPage(chunkDocument(pages, opts({ kind: 'code', language: 'txt' })).chunks, 'code')
+  const embed = async (texts: string[]) => texts.map(() => Float32Array.from([1, 0]))
+  expectPerPage((await chunkSemantic(pages, opts({ strategy: 'semantic', chunk_size: 1024 }), embed)).chunks, 'semantic')
+  const h = chunkDocument(pages, opts({ strategy: 'hierarchical', chunk_size: [1024, 512], chunk_overlap: 0 }))
+  expectPerPage(h.chunks, 'hierarchical leaves')
+  assert.deepEqual(h.parents.map((p) => [p.page_num, p.text]), pages.map((p) => [p.page_num, p.text]), 'one parent per page')
+  assert.deepEqual(h.chunks.map((c) => c.parent), [0, 1, 2])
+})
+
+test('pages: overlap and parents stop at the page end on long pages', () => {
+  const pages = [page(prose(61, 10), 1), page(prose(62, 10), 2), page(prose(63, 10), 3)]
+  const doc = pages.map((p) => p.text).join('\n\n')
+  const { chunks } = chunkDocument(pages, opts({ chunk_size: 256, chunk_overlap: 38, min_chunk_chars: 0 }))
+  checkChunks(pages, chunks, 256, 1)
+  checkCoverage(doc, chunks)
+  // the first chunk of each page starts at the page's first character: no overlap carried over from the page before
+  for (const p of pages) assert.equal(chunks.find((c) => c.page_num === p.page_num)!.start, doc.indexOf(p.text))
+  const h = chunkDocument(pages, opts({ strategy: 'hierarchical', chunk_size: [2048, 512, 128], chunk_overlap: 19, min_chunk_chars: 0 }))
+  checkChunks(pages, h.parents, 2048, 1)
+  checkChunks(pages, h.chunks, 128, 1)
+  assert.ok(h.parents.filter((p) => p.level === 0).length >= 3, 'at least one top-level parent per page')
+})
+
+test('pages: the semantic strategy cuts at every page end and embeds nothing across one', async () => {
+  const sentence = (n: number) => `The team won the football match number ${n}.`
+  const pages = [page(`${sentence(1)} ${sentence(2)}`, 1), page(`${sentence(3)} ${sentence(4)} ${sentence(5)}`, 2)]
+  const seen: string[] = []
+  const embed = async (texts: string[]) => { seen.push(...texts); return texts.map(() => Float32Array.from([1, 0])) }
+  const res = await chunkSemantic(pages, opts({ strategy: 'semantic', chunk_size: 1024, min_chunk_chars: 0 }), embed)
+  assert.deepEqual(res.chunks.map((c) => [c.page_num, c.text]), [[1, pages[0].text], [2, pages[1].text]], 'one topic, still one chunk per page')
+  for (const w of seen) assert.ok(pages.some((p) => p.text.includes(w)), `a window spans two pages: ${w}`)
+  // pages of one sentence each: every boundary is a page end, nothing to embed
+  const single = await chunkSemantic([page(sentence(1), 1), page(sentence(2), 2)], opts({ strategy: 'semantic', min_chunk_chars: 0 }), async () => { throw new Error('not called') })
+  assert.deepEqual(single.chunks.map((c) => c.page_num), [1, 2])
+})
+
+test('pages: min_chunk_chars applies per page (a page with less text than that gives no chunk)', () => {
+  const pages = [page('Figure 3.', 1), page(prose(71, 3), 2)]
+  const { chunks } = chunkDocument(pages, opts({ min_chunk_chars: 30 }))
+  assert.deepEqual(chunks.map((c) => c.page_num), [2])
 })
 
 test('semantic strategy is refused off the main thread', async () => {

@@ -6,6 +6,7 @@ import { AppError } from '../../kernel/errors.ts'
 import { parseDocument } from '../../compute/parse/index.ts'
 import type { ParseDocumentInput } from '../../compute/parse/index.ts'
 import { InThreadPort, pageTextFromItems, pdfPort } from '../../compute/parse/pdf.ts'
+import { markPages, splitPages } from '../../compute/parse/docx.ts'
 import type { HtmlExtractionPolicy, ParsedDocument } from '../../compute/types.ts'
 import { CID_FONTS, makeCidPdf, makePdf, proseLines } from '../fixtures/make-pdf.ts'
 import { makeDocx, makeEncryptedDocxLike, makeLyingZipBomb, makePlainZip, makeZipBomb } from '../fixtures/make-docx.ts'
@@ -190,6 +191,34 @@ describe('docx', () => {
     assert.equal(doc.title, 'Release Notes')
   })
 
+  it('splits the text at the pages Word recorded when it last saved the file (a hard break and its mark count once)', async () => {
+    const pages = [['Glaciers carve valleys.', 'Moraines remain.'], ['Prune apple trees in winter.'], ['The violin has four strings.']]
+    for (const pageBreaks of ['rendered', 'both'] as const) {
+      const doc = await parse('notes.docx', await makeDocx({ heading: 'Field notes', image: true, numbered: ['first', 'second'], pages, pageBreaks }))
+      assert.deepEqual(doc.pages.map((p) => [p.page_num, p.page_label]), [[1, '1'], [2, '2'], [3, '3']], pageBreaks)
+      assert.equal(doc.pages[0].text, 'Field notes\n\n1. first\n2. second\n\nGlaciers carve valleys.\n\nMoraines remain.', pageBreaks)
+      assert.equal(doc.pages[1].text, 'Prune apple trees in winter.')
+      assert.equal(doc.pages[2].text, 'The violin has four strings.')
+      assert.equal(doc.title, 'Field notes')
+    }
+  })
+
+  it('keeps a docx that was never laid out as one page: hard breaks alone do not say where pages end', async () => {
+    const pages = [['Glaciers carve valleys.'], ['Prune apple trees in winter.'], ['The violin has four strings.']]
+    const doc = await parse('generated.docx', await makeDocx({ pages, pageBreaks: 'hard' }))
+    assert.deepEqual(doc.pages.map((p) => p.page_num), [1])
+    assert.equal(doc.pages[0].text, pages.flat().join('\n\n'))
+  })
+
+  it('page marks: only with a rendered break, never over text that holds the mark character; runs of marks are one page start', () => {
+    assert.equal(markPages('<w:r><w:br w:type="page"/><w:t>x</w:t></w:r>'), null, 'hard breaks alone')
+    assert.equal(markPages('<w:r><w:lastRenderedPageBreak/><w:t>\uE000</w:t></w:r>'), null, 'the mark is already text')
+    assert.equal(markPages('<w:r><w:t>a</w:t><w:br w:clear="all" w:type="page"/></w:r><w:r><w:lastRenderedPageBreak/><w:t>b</w:t></w:r>'),
+      '<w:r><w:t>a</w:t><w:t>\uE000</w:t></w:r><w:r><w:t>\uE000</w:t><w:t>b</w:t></w:r>')
+    assert.deepEqual(splitPages('\uE000one\n\n\uE000 \n\uE000two\uE000').map((p) => [p.page_num, p.text]), [[1, ''], [2, 'one'], [3, 'two'], [4, '']],
+      'an empty first page stays page 1; marks with only blanks between are one start')
+  })
+
   it('refuses a zip bomb from its directory before mammoth opens it', async () => {
     await rejectsWith(parse('bomb.docx', makeZipBomb(25)), 'PARSE_TOO_LARGE', /^docx rejected as a zip bomb: it expands to more than 25 MB \(limit 20 MB/)
   })
@@ -242,6 +271,13 @@ describe('hwp and hwpx (real files)', () => {
 
     it(`${ext}: table.${ext} holds only empty cells and is reported as empty`, async () => {
       await rejectsWith(parse(`table.${ext}`, hwpFixture(`table.${ext}`)), 'PARSE_NO_CONTENT', /contains no text/)
+    })
+  }
+
+  for (const ext of ['hwp', 'hwpx'] as const) {
+    it(`${ext}: one page even with a page break and two sections (the file records no layout to read pages from)`, async () => {
+      const doc = await parse(`lists.${ext}`, hwpFixture(`lists.${ext}`))
+      assert.deepEqual(doc.pages.map((p) => [p.page_num, p.page_label]), [[1, '1']])
     })
   }
 
