@@ -7,10 +7,12 @@
 // and FEATURES below: no locale, no randomness; Math.log is V8's own fdlibm port and the rest is integer or
 // IEEE float arithmetic, so every machine computes the same bits.
 // Any change to the features changes every vector, so it must come with a new model name (the stored
-// vectors of a KB are only comparable with queries embedded by the same model).
+// vectors of a KB are only comparable with queries embedded by the same model: BUILTIN_MODEL, kept with the
+// other providers' defaults in kernel/config/providers.ts.
+import { BUILTIN_MODEL } from '../../kernel/config/providers.ts'
 import type { Embedder } from '../ports.ts'
 
-export const BUILTIN_MODEL = 'quarry-hash-v1'
+export { BUILTIN_MODEL }
 
 /** Weights of the feature families. Exported for the quality bench's ablations; the embedder uses FEATURES. */
 export interface HashFeatureParams {

@@ -1,6 +1,7 @@
-// provider.name `hosted`, and any name other than builtin/local: an OpenAI-compatible embeddings API.
+// provider.name `hosted` (alias `openai`), and any name other than builtin/local: an OpenAI-compatible embeddings API.
 // POST {model, input: [...], encoding_format: 'float'} answers {data: [{index, embedding}, ...]}.
 import type { Embedder } from '../ports.ts'
+import { providerFamily } from '../../kernel/config/providers.ts'
 import { AppError } from '../../kernel/errors.ts'
 import { createHttpEmbedder, joinUrl, parseUrl, takeCredentials, type HttpEmbedderOptions } from './http.ts'
 
@@ -19,7 +20,7 @@ export interface OpenAIEmbedderOptions extends HttpEmbedderOptions {
  * Where the embeddings are POSTed and where readiness is read, from provider.name and provider.url.
  *
  * - A URL whose path already ends in `/embeddings` is the endpoint itself, for any name.
- * - `hosted`: url is the API host (default https://api.openai.com) and the endpoint is {url}/v1/embeddings;
+ * - `hosted` (and `openai`): url is the API host (default https://api.openai.com) and the endpoint is {url}/v1/embeddings;
  *   a url that already ends in a version segment (`/v1`, `/v1beta`, `/v2`) gets only `/embeddings`.
  * - any other name: url is required and is the API base including its version prefix, as the spec says
  *   (`https://host/v1`, `https://host/api/v1`, `https://host/compatible-mode/v1`): {url}/embeddings. A bare
@@ -28,7 +29,7 @@ export interface OpenAIEmbedderOptions extends HttpEmbedderOptions {
  * The models listing (ping) sits beside the endpoint: `.../embeddings` becomes `.../models`.
  */
 export function openAIEndpoints(name: string, url: string | undefined): { embeddings: URL; models: URL } {
-  const hosted = name === 'hosted'
+  const hosted = providerFamily(name) === 'hosted'
   const raw = (url ?? '').trim()
   if (!raw && !hosted) {
     throw new AppError(

@@ -6,7 +6,10 @@ import { BUILTIN_FUSION_PROFILE } from './load.ts'
 import { SettingsSchema } from './schema.ts'
 
 /** Keys whose default depends on provider.name: written commented out, so that copying the example keeps that. */
-export const PROFILED_KEYS: ReadonlySet<string> = new Set(Object.keys(BUILTIN_FUSION_PROFILE).map((k) => `retrieval.hybrid.${k}`))
+export const PROFILED_KEYS: ReadonlySet<string> = new Set([
+  ...Object.keys(BUILTIN_FUSION_PROFILE).map((k) => `retrieval.hybrid.${k}`),
+  'embedding.vector_size',
+])
 
 const HEADER = `# Quarry settings: every key with its default value.
 # Copy to settings.yaml (or point SETTINGS_PATH / --config at it) and change what you need.

@@ -7,12 +7,13 @@ import { checkKbRules } from './load.ts'
 import { KB_SECTIONS, type KbSettings, type Settings } from './schema.ts'
 import { leafSchemas, setPath } from './tree.ts'
 
+/** The eight keys of the older service's entries, always present: enum, min and max are null when they do not apply. */
 export interface SchemaEntry {
   type: string
-  enum?: readonly unknown[]
+  enum: readonly unknown[] | null
   default: unknown
-  min?: number
-  max?: number
+  min: number | null
+  max: number | null
   overridable: boolean
   description: string
   group: string
@@ -49,17 +50,16 @@ export function kbSettingsSchema(): Record<string, SchemaEntry> {
   for (const [key, schema] of KB_LEAVES) {
     const s = schema as Record<string, unknown>
     if (s.secret) continue
-    const entry: SchemaEntry = {
+    out[key] = {
       type: typeName(schema),
+      enum: (s.enum as unknown[] | undefined) ?? null,
       default: s.default,
+      min: typeof s.minimum === 'number' ? s.minimum : null,
+      max: typeof s.maximum === 'number' ? s.maximum : null,
       overridable: isOverridable(key, schema),
       description: String(s.description ?? ''),
       group: key.slice(0, key.lastIndexOf('.')),
     }
-    if (s.enum) entry.enum = s.enum as unknown[]
-    if (typeof s.minimum === 'number') entry.min = s.minimum
-    if (typeof s.maximum === 'number') entry.max = s.maximum
-    out[key] = entry
   }
   cachedSchema = Object.freeze(out)
   return cachedSchema
@@ -112,11 +112,16 @@ export function validateOverrides(input: Overrides, global: Settings, current: O
   return result
 }
 
-/** What GET /api/kb/{kb_id}/settings shows: the effective settings with secrets masked. */
-export function kbSettingsView(global: Settings, overrides: Overrides): KbSettings {
+/** The effective settings without secrets: the older service leaves the key out (not even masked). */
+export type KbSettingsView = Omit<KbSettings, 'retrieval'> & {
+  retrieval: Omit<KbSettings['retrieval'], 'rerank'> & { rerank: Omit<KbSettings['retrieval']['rerank'], 'api_key'> }
+}
+
+/** What GET /api/kb/{kb_id}/settings shows. */
+export function kbSettingsView(global: Settings, overrides: Overrides): KbSettingsView {
   const view = effectiveKbSettings(global, overrides)
-  view.retrieval.rerank.api_key = view.retrieval.rerank.api_key ? '***' : ''
-  return view
+  const { api_key: _secret, ...rerank } = view.retrieval.rerank
+  return { ...view, retrieval: { ...view.retrieval, rerank } }
 }
 
 /** Global values of the four sections merged with the KB's overrides. */

@@ -6,7 +6,8 @@ import { resolve } from 'node:path'
 import { parse as parseYaml } from 'yaml'
 import { Value } from '@sinclair/typebox/value'
 import { issues } from '../validate.ts'
-import { MODEL_DIMENSIONS, REMOVED_KEYS, SettingsSchema, type Settings } from './schema.ts'
+import { effectiveModel, knownDimensions, PROVIDER_ALIASES, providerFamily } from './providers.ts'
+import { REMOVED_KEYS, SettingsSchema, type Settings } from './schema.ts'
 import { deepFreeze, flatten, getPath, isPlainObject, leafSchemas, setPath } from './tree.ts'
 
 export class ConfigError extends Error {
@@ -100,6 +101,7 @@ export function resolveSettings(
   }
 
   applyProviderProfile(value)
+  applyModelDimensions(value)
   const filled = Value.Default(SettingsSchema, value) as Record<string, unknown>
   const authz = filled.authz as { kb_creator_roles?: unknown } | undefined
   if (authz && typeof authz.kb_creator_roles === 'string') authz.kb_creator_roles = [authz.kb_creator_roles]
@@ -138,6 +140,22 @@ function applyProviderProfile(value: Record<string, unknown>): void {
     const path = `retrieval.hybrid.${key}`
     if (getPath(value, path) === undefined) setPath(value, path, v)
   }
+}
+
+/**
+ * embedding.vector_size, when unset, is the native size of the model in use (the configured one or the
+ * provider family's default), so `provider.name: openai` alone means text-embedding-3-small at 1536 and
+ * `ollama` bge-m3 at 1024. An unknown model keeps the schema default; a size that is set is checked instead.
+ */
+function applyModelDimensions(value: Record<string, unknown>): void {
+  const name = getPath(value, 'provider.name') ?? 'builtin'
+  const model = getPath(value, 'embedding.model') ?? ''
+  if (typeof name !== 'string' || typeof model !== 'string') return
+  const embedding = value.embedding
+  if (embedding !== undefined && !isPlainObject(embedding)) return
+  if (getPath(value, 'embedding.vector_size') !== undefined || providerFamily(name) === 'builtin') return
+  const dims = knownDimensions(effectiveModel(name, model))
+  if (dims !== undefined) setPath(value, 'embedding.vector_size', dims)
 }
 
 /** Values under an array or free-form leaf (knowledge_bases[0].id, rate_limit.rules...) are checked by its schema. */
@@ -184,9 +202,12 @@ function checkDeploymentRules(s: Settings, warnings: string[]): string[] {
   if (s.postgres.host && s.postgres.pool_size <= s.queue_worker.max_workers) {
     warnings.push(`postgres.pool_size (${s.postgres.pool_size}) should be a little above queue_worker.max_workers (${s.queue_worker.max_workers})`)
   }
-  const known = MODEL_DIMENSIONS[s.embedding.model.replace(/:.*$/, '').replace(/^.*\//, '')]
+  const family = providerFamily(s.provider.name)
+  const model = effectiveModel(s.provider.name, s.embedding.model)
+  const known = family === 'builtin' ? undefined : knownDimensions(model)
   if (known !== undefined && known !== s.embedding.vector_size) {
-    problems.push(`embedding.vector_size: ${s.embedding.vector_size} does not match model '${s.embedding.model}', which produces ${known} dimensions`)
+    const which = s.embedding.model.trim() ? `model '${model}'` : `model '${model}' (the default of provider '${s.provider.name}'${PROVIDER_ALIASES[s.provider.name] ? `, an alias of '${PROVIDER_ALIASES[s.provider.name]}'` : ''})`
+    problems.push(`embedding.vector_size: ${s.embedding.vector_size} does not match ${which}, which produces ${known} dimensions: set it to ${known} or leave it unset`)
   }
   if (s.dedup.simhash.simhash_bits % s.dedup.simhash.num_bands !== 0) {
     problems.push(`dedup.simhash.num_bands (${s.dedup.simhash.num_bands}) must divide simhash_bits (${s.dedup.simhash.simhash_bits})`)
@@ -196,7 +217,7 @@ function checkDeploymentRules(s: Settings, warnings: string[]): string[] {
     if (kbIds.has(kb.id)) problems.push(`knowledge_bases: id '${kb.id}' is listed twice`)
     kbIds.add(kb.id)
   }
-  if (!['builtin', 'local'].includes(s.provider.name) && s.provider.name !== 'hosted' && !s.provider.url) {
+  if (family === 'generic' && !s.provider.url) {
     problems.push(`provider.url: provider '${s.provider.name}' is a generic OpenAI-compatible endpoint and needs its full URL`)
   }
   return problems

@@ -78,7 +78,7 @@ export const SettingsSchema = Type.Object({
     retry_interval_sec: num(10, 0.01, 86400, 'Wait before retrying a document that is already being processed (delay queue).'),
   }, 'Queue polling.'),
   provider: section({
-    name: str('builtin', "Embedding provider: 'builtin' (offline, default), 'local' (Ollama-compatible), 'hosted' (OpenAI-compatible), or any other name for a generic OpenAI-compatible endpoint at a full URL."),
+    name: str('builtin', "Embedding provider: 'builtin' (offline, default), 'local' (Ollama-compatible; alias 'ollama'), 'hosted' (OpenAI-compatible; alias 'openai'), or any other name for a generic OpenAI-compatible endpoint at a full URL."),
     url: str('', 'Provider URL; empty = the provider default (local: http://localhost:11434).'),
     api_key: str('', 'API key. Env HOSTED_API_KEY.', { env: 'HOSTED_API_KEY', secret: true }),
   }, 'Embedding (and [ENT] captioning) provider.'),
@@ -144,8 +144,8 @@ export const SettingsSchema = Type.Object({
     code_max_chars: int(1500, 64, 65536, 'Maximum characters per chunk for source-code files (git connector).'),
   }, 'Chunking.'),
   embedding: section({
-    model: str('', 'Embedding model matching provider.name; empty = the provider default (builtin: quarry-hash-v1, local: bge-m3, hosted: text-embedding-3-small).'),
-    vector_size: int(1024, 8, 8192, 'Vector dimensions; must match the model (bge-m3 1024, nomic-embed-text 768, text-embedding-3-small 1536).'),
+    model: str('', 'Embedding model matching provider.name; empty = the provider default (builtin: quarry-hash-v1, local/ollama: bge-m3, hosted/openai and others: text-embedding-3-small).'),
+    vector_size: int(1024, 8, 8192, 'Vector dimensions; must match the model (bge-m3 1024, nomic-embed-text 768, text-embedding-3-small 1536). Unset: the size of a known model, else 1024.'),
     batch_size: int(32, 1, 2048, 'Texts per embedding request (Quarry addition).'),
     timeout_sec: num(60, 1, 3600, 'Timeout of one embedding request (Quarry addition).'),
     max_retries: int(3, 0, 20, 'Retries on 429/5xx/network errors, with backoff (Quarry addition).'),
@@ -179,7 +179,7 @@ export const SettingsSchema = Type.Object({
   knowledge_bases: Type.Array(Type.Object({
     id: Type.String({ pattern: '^[a-z0-9][a-z0-9_-]{0,62}$' }),
     name: Type.String({ default: '' }),
-    description: Type.String({ default: '' }),
+    description: Type.Optional(Type.String({ description: 'Absent: the KB has no description (null).' })),
     tags: Type.Array(Type.String(), { default: [] }),
   }), { default: [], description: 'Knowledge bases created at start when absent (never modified).' }),
   mcp: section({
@@ -251,11 +251,4 @@ export const REMOVED_KEYS: Record<string, string> = {
   'openai_api_key': "'openai_api_key' is no longer recognised: use 'provider.api_key' or the HOSTED_API_KEY environment variable",
   'embedding.ollama_url': "'embedding.ollama_url' is no longer recognised: use 'provider.url' (with provider.name: local)",
   'embedding.openai_api_key': "'embedding.openai_api_key' is no longer recognised: use 'provider.api_key' or the HOSTED_API_KEY environment variable",
-}
-
-/** Known model families and their dimensions (notes.md). */
-export const MODEL_DIMENSIONS: Record<string, number> = {
-  'bge-m3': 1024,
-  'nomic-embed-text': 768,
-  'text-embedding-3-small': 1536,
 }

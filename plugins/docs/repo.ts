@@ -3,8 +3,8 @@
 import { randomBytes } from 'node:crypto'
 import type { SqlRunner } from '../../adapters/ports.ts'
 import { isForeignKeyViolation, isUniqueViolation } from '../../adapters/metadata/common.ts'
-import { AppError } from '../../kernel/errors.ts'
-import { STATUSES, type DocStatus } from './states.ts'
+import { kbNotFound } from '../kb/service.ts'
+import { STABLE, STATUSES, type DocStatus } from './states.ts'
 
 export interface DocumentRecord {
   doc_id: string
@@ -25,17 +25,31 @@ export interface DocumentRecord {
   content_version: string | null
   duplicate_of: string | null
   content_type: string | null
+  /** The chunking strategy of the last processing run (the KB's effective chunking.strategy then). */
+  chunk_strategy: string | null
+  /** When the current content arrived (upload or re-upload); a reindex keeps it. */
+  doc_created_at: string | null
+  /** Start and end of the last processing run; the end is null while it runs. */
+  process_started_at: string | null
+  process_finished_at: string | null
+  /** Set while the document is soft-deleted. */
+  deleted_at: string | null
   created_at: string
   updated_at: string
 }
 
 const COLUMNS = `doc_id, kb_id, title, source_type, source, storage_key, connector_id::text AS connector_id, status, doc_type,
-  chunk_count, file_size, embedding_model, last_error, etag, source_uri, content_version, duplicate_of, content_type, created_at, updated_at`
+  chunk_count, file_size, embedding_model, last_error, etag, source_uri, content_version, duplicate_of, content_type, chunk_strategy,
+  doc_created_at, process_started_at, process_finished_at, deleted_at, created_at, updated_at`
 
 /** Fields a transition may set along with the status. */
 export type DocFields = Partial<Pick<DocumentRecord,
   'title' | 'storage_key' | 'doc_type' | 'chunk_count' | 'file_size' | 'embedding_model' | 'last_error' | 'etag' |
-  'source_uri' | 'content_version' | 'duplicate_of' | 'content_type'>> & { pending_op?: PendingOp }
+  'source_uri' | 'content_version' | 'duplicate_of' | 'content_type'>> & {
+  pending_op?: PendingOp
+  /** New content arrived (a re-upload): doc_created_at becomes now. */
+  received?: boolean
+}
 
 /** What a pending document waits for, so that recovery can queue it again. */
 export type PendingOp = 'ingest' | 'delete' | 'delete_hard'
@@ -44,7 +58,7 @@ const SETTABLE = new Set(['title', 'storage_key', 'doc_type', 'chunk_count', 'fi
 
 export const newDocId = (): string => randomBytes(8).toString('hex')
 
-export const SORT_COLUMNS = ['updated_at', 'created_at', 'source', 'chunk_count', 'file_size'] as const
+export const SORT_COLUMNS = ['updated_at', 'created_at', 'source', 'title', 'chunk_count', 'file_size'] as const
 export type SortColumn = (typeof SORT_COLUMNS)[number]
 
 export interface ListFilter {
@@ -63,7 +77,12 @@ export type DocCounts = Record<DocStatus | 'total', number>
 
 const HEARTBEAT_STATES = new Set<DocStatus>(['uploading', 'fetching', 'running', 'deleting'])
 
-export function createDocRepo(db: SqlRunner) {
+export interface DocRepoOptions {
+  /** The global chunking.strategy, recorded on a claimed document whose KB does not override it. */
+  chunkStrategy: string
+}
+
+export function createDocRepo(db: SqlRunner, opts: DocRepoOptions) {
   return {
     async get(kbId: string, docId: string): Promise<DocumentRecord | null> {
       const rows = await db.query<DocumentRecord>(`SELECT ${COLUMNS} FROM documents WHERE doc_id = $1 AND kb_id = $2`, [docId, kbId])
@@ -84,19 +103,19 @@ export function createDocRepo(db: SqlRunner) {
      * A new row in `status`; null when (kb_id, source) exists already (an earlier or concurrent upload).
      * Throws DOC_KB_MISSING when the KB does not exist (the foreign key says so: no look-up before).
      */
-    async insert(doc: { doc_id: string; kb_id: string; source: string; status: DocStatus; title: string; source_type: string; doc_type: string | null; connector_id?: string | null; source_uri?: string | null; content_type?: string | null; storage_key?: string | null; file_size?: number | null; etag?: string | null; pending_op?: PendingOp | null }): Promise<DocumentRecord | null> {
+    async insert(doc: { doc_id: string; kb_id: string; source: string; status: DocStatus; title: string; source_type: string; doc_type: string | null; connector_id?: string | null; source_uri?: string | null; content_type?: string | null; storage_key?: string | null; file_size?: number | null; etag?: string | null; content_version?: string | null; pending_op?: PendingOp | null }): Promise<DocumentRecord | null> {
       try {
         const rows = await db.query<DocumentRecord>(
           `INSERT INTO documents (doc_id, kb_id, source, status, title, source_type, doc_type, connector_id, source_uri, content_type,
-             storage_key, file_size, etag, pending_op, heartbeat_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8::uuid, $9, $10, $11, $12, $13, $14, now()) RETURNING ${COLUMNS}`,
+             storage_key, file_size, etag, content_version, pending_op, heartbeat_at, doc_created_at)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8::uuid, $9, $10, $11, $12, $13, $14, $15, now(), now()) RETURNING ${COLUMNS}`,
           [doc.doc_id, doc.kb_id, doc.source, doc.status, doc.title, doc.source_type, doc.doc_type, doc.connector_id ?? null, doc.source_uri ?? null,
-            doc.content_type ?? null, doc.storage_key ?? null, doc.file_size ?? null, doc.etag ?? null, doc.pending_op ?? null],
+            doc.content_type ?? null, doc.storage_key ?? null, doc.file_size ?? null, doc.etag ?? null, doc.content_version ?? null, doc.pending_op ?? null],
         )
         return rows[0]
       } catch (err) {
         if (isUniqueViolation(err)) return null
-        if (isForeignKeyViolation(err)) throw new AppError('KB_NOT_FOUND', 404, `Knowledge base '${doc.kb_id}' not found`)
+        if (isForeignKeyViolation(err)) throw kbNotFound(doc.kb_id)
         throw err
       }
     },
@@ -104,7 +123,13 @@ export function createDocRepo(db: SqlRunner) {
     /** Compare-and-set: moves the document to `to` only if its status is one of `from`. */
     async transition(docId: string, from: readonly DocStatus[], to: DocStatus, fields: DocFields = {}): Promise<DocumentRecord | null> {
       const params: unknown[] = [docId, from as DocStatus[], to]
-      const sets = ['status = $3', 'updated_at = now()', HEARTBEAT_STATES.has(to) ? 'heartbeat_at = now()' : 'heartbeat_at = NULL']
+      const sets = [
+        'status = $3', 'updated_at = now()', HEARTBEAT_STATES.has(to) ? 'heartbeat_at = now()' : 'heartbeat_at = NULL',
+        to === 'deleted' ? 'deleted_at = now()' : 'deleted_at = NULL',
+        // In SET, `status` is still the old value: a run that ends (here or by a fail through the API) gets its end time.
+        ...((STABLE as readonly string[]).includes(to) ? [`process_finished_at = CASE WHEN status = 'running' THEN now() ELSE process_finished_at END`] : []),
+      ]
+      if (fields.received) sets.push('doc_created_at = now()')
       for (const [key, value] of Object.entries(fields)) {
         if (!SETTABLE.has(key) || value === undefined) continue
         params.push(value)
@@ -122,13 +147,21 @@ export function createDocRepo(db: SqlRunner) {
      * same statement (one round trip on the hot path). Null when the document is not pending.
      */
     async claimIngest(docId: string): Promise<(DocumentRecord & { kb_overrides: Record<string, unknown> | null }) | null> {
+      // The strategy recorded is the one the pipeline derives from the overrides returned (one statement, one snapshot).
       const rows = await db.query<DocumentRecord & { kb_overrides: Record<string, unknown> | null }>(
-        `UPDATE documents SET status = 'running', updated_at = now(), heartbeat_at = now(), last_error = NULL
+        `UPDATE documents SET status = 'running', updated_at = now(), heartbeat_at = now(), last_error = NULL,
+           process_started_at = now(), process_finished_at = NULL,
+           chunk_strategy = COALESCE((SELECT o.overrides->>'chunking.strategy' FROM kb_settings_overrides o WHERE o.kb_id = documents.kb_id), $2)
          WHERE doc_id = $1 AND status = 'pending'
          RETURNING ${COLUMNS}, (SELECT o.overrides FROM kb_settings_overrides o WHERE o.kb_id = documents.kb_id) AS kb_overrides`,
-        [docId],
+        [docId, opts.chunkStrategy],
       )
       return rows[0] ?? null
+    },
+
+    /** The worker is done with a run, whatever its outcome; a run still marked running (shutdown) keeps no end. */
+    async finishRun(docId: string): Promise<void> {
+      await db.query(`UPDATE documents SET process_finished_at = now() WHERE doc_id = $1 AND status <> 'running' AND process_finished_at IS NULL`, [docId])
     },
 
     async pendingOp(docId: string): Promise<PendingOp | null> {
@@ -169,7 +202,11 @@ export function createDocRepo(db: SqlRunner) {
       else where.push(`status <> 'deleted'`)
       if (f.sourceType !== undefined) add('source_type = ?', f.sourceType)
       if (f.connectorId !== undefined) add('connector_id = ?::uuid', f.connectorId)
-      if (f.search) add(`source ILIKE ? ESCAPE '\\'`, `%${f.search.replace(/[\\%_]/g, (c) => `\\${c}`)}%`)
+      if (f.search) {
+        params.push(`%${f.search.replace(/[\\%_]/g, (c) => `\\${c}`)}%`)
+        const p = `$${params.length}`
+        where.push(`(source ILIKE ${p} ESCAPE '\\' OR title ILIKE ${p} ESCAPE '\\' OR doc_id ILIKE ${p} ESCAPE '\\')`)
+      }
       const whereSql = where.length ? `WHERE ${where.join(' AND ')}` : ''
       const dir = f.sortOrder === 'asc' ? 'ASC' : 'DESC'
       const order = `${f.sortBy} ${dir} NULLS LAST, doc_id ${dir}`

@@ -99,7 +99,7 @@ export function registerDocRoutes(ctx: PluginContext, docs: DocsService): void {
   })
 
   ctx.route({
-    method: 'DELETE', path: '/api/kb/{kb_id}/docs/{doc_id}', summary: 'Delete a document (soft; force=true removes it entirely)', tags,
+    method: 'DELETE', path: '/api/kb/{kb_id}/docs/{doc_id}', summary: 'Delete a document (soft; force=true removes it entirely, a soft-deleted one included)', tags,
     params: DocParams, query: ForceQuery, status: 202, access: kbRole('editor'),
     responses: {
       202: { description: 'Queued for deletion', schema: Type.Object({ kb_id: Type.String(), doc_id: Type.String(), status: Type.Literal('pending') }) },

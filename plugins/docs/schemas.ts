@@ -24,8 +24,13 @@ export const DocumentSchema = Type.Object({
   last_error: Nullable(Type.String()),
   etag: Nullable(Type.String()),
   source_uri: Nullable(Type.String()),
-  content_version: Nullable(Type.String()),
+  content_version: Nullable(Type.String({ description: 'The etag for uploads; the source version for connector documents.' })),
   duplicate_of: Nullable(Type.String()),
+  chunk_strategy: Nullable(Type.String({ description: 'Chunking strategy of the last processing run.' })),
+  doc_created_at: Type.Union([Timestamp, Type.Null()], { description: 'When the current content arrived (upload or re-upload).' }),
+  process_started_at: Type.Union([Timestamp, Type.Null()], { description: 'Start of the last processing run.' }),
+  process_finished_at: Type.Union([Timestamp, Type.Null()], { description: 'End of the last processing run; null while it runs.' }),
+  deleted_at: Type.Union([Timestamp, Type.Null()], { description: 'When the document was soft-deleted; null unless deleted.' }),
   created_at: Timestamp,
   updated_at: Timestamp,
 }, { title: 'Document' })
@@ -35,7 +40,7 @@ export const DocListQuery = Type.Object({
   page_size: Type.Integer({ minimum: 1, default: 20, description: 'At most 100; larger values are clamped.' }),
   status: Type.Optional(literalUnion(STATUSES, 'Only documents in this status (deleted ones appear only when asked for).')),
   source_type: Type.Optional(literalUnion(['s3', 'web', 'confluence', 'github'], 'Only documents from this source type.')),
-  search: Type.Optional(Type.String({ maxLength: 500, description: 'Case-insensitive substring of source.' })),
+  search: Type.Optional(Type.String({ maxLength: 500, description: 'Case-insensitive substring of the title, source or doc_id.' })),
   sort_by: literalUnion(SORT_COLUMNS, 'Sort column; nulls last in either direction.'),
   sort_order: literalUnion(['asc', 'desc'], 'Sort direction.'),
 })

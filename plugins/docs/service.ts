@@ -4,11 +4,11 @@ import type { Readable } from 'node:stream'
 import { Transform } from 'node:stream'
 import type { Adapters } from '../../adapters/ports.ts'
 import type { Settings } from '../../kernel/config/schema.ts'
-import { AppError, conflict, notFound, serviceUnavailable, storageFailure, unprocessable } from '../../kernel/errors.ts'
+import { AppError, clip, conflict, notFound, serviceUnavailable, storageFailure, unprocessable } from '../../kernel/errors.ts'
 import { formatBytes, readMultipart, type MultipartFile } from '../../kernel/http/multipart.ts'
 import type { Caller, Request } from '../../kernel/plugin.ts'
-import type { KbService } from '../kb/service.ts'
-import { baseName, CONTENT_TYPES, contentDisposition, docTypeOf, extensionOf, SUPPORTED_EXTENSIONS, titleFromFilename } from './formats.ts'
+import { kbNotFound, type KbService } from '../kb/service.ts'
+import { baseName, CONTENT_TYPES, contentDisposition, docTypeOf, extensionOf, titleFromFilename } from './formats.ts'
 import { createDocRepo, emptyCounts, newDocId, type DocCounts, type DocumentRecord, type ListFilter } from './repo.ts'
 import { FAIL_REASON, FAILABLE, isActive, RECOVER_REASON, STABLE, truncateError, UNDELETABLE, type DocStatus } from './states.ts'
 
@@ -31,7 +31,10 @@ export type IngestHook = (input: { kbId: string; caller: Caller | null; kind: 'u
 export const activeConflict = (doc: { doc_id: string; status: string }) =>
   conflict(`Document is active, try again later: doc_id=${doc.doc_id} status=${doc.status}`, 'DOC_ACTIVE')
 
-const docNotFound = (docId: string) => notFound(`Document '${docId}' not found`, 'DOC_NOT_FOUND')
+// The older service's texts (notes.md), which its clients match on.
+const docNotFound = (kbId: string, docId: string) => notFound(`Document not found: kb=${clip(kbId)} doc_id=${clip(docId)}`, 'DOC_NOT_FOUND')
+const notFailable = (status: string) => conflict(`Cannot force-fail document in current state: status=${status}`, 'DOC_NOT_FAILABLE')
+const notRecoverable = (status: string) => conflict(`Document is not in a recoverable state: status=${status}`, 'DOC_NOT_RUNNING')
 
 /** Public view of a row (content_type is internal). */
 export function publicRecord(d: DocumentRecord): Omit<DocumentRecord, 'content_type'> {
@@ -40,7 +43,7 @@ export function publicRecord(d: DocumentRecord): Omit<DocumentRecord, 'content_t
 }
 
 export function createDocsService(adapters: Adapters, settings: Readonly<Settings>, kbs: KbService) {
-  const repo = createDocRepo(adapters.sql)
+  const repo = createDocRepo(adapters.sql, { chunkStrategy: settings.chunking.strategy })
   const hooks: IngestHook[] = []
   const maxBytes = settings.ingestion.max_file_size_mb * 1024 * 1024
 
@@ -59,10 +62,17 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
   const requireDoc = async (kbId: string, docId: string) => {
     const doc = await repo.get(kbId, docId)
     if (!doc) {
-      if (!(await kbs.exists(kbId))) throw notFound(`Knowledge base '${kbId}' not found`, 'KB_NOT_FOUND')
-      throw docNotFound(docId)
+      if (!(await kbs.exists(kbId))) throw kbNotFound(kbId)
+      throw docNotFound(kbId, docId)
     }
     return doc
+  }
+
+  /** The status a document moved to while a compare-and-set of ours lost the race (404 if it is gone). */
+  const statusNow = async (kbId: string, docId: string): Promise<string> => {
+    const doc = await repo.getById(docId)
+    if (!doc) throw docNotFound(kbId, docId)
+    return doc.status
   }
 
   /** Counts bytes and enforces the size cap while the file streams into object storage. */
@@ -94,7 +104,7 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
     const docType = docTypeOf(source)
     if (!docType) {
       const ext = extensionOf(source)
-      throw unprocessable(`Unsupported file format '${ext ? `.${ext}` : source}': supported are ${SUPPORTED_EXTENSIONS.map((e) => `.${e}`).join(', ')}`, 'UNSUPPORTED_FORMAT')
+      throw unprocessable(`Unsupported file format: ${ext ? `.${clip(ext, 32)}` : `no extension in '${clip(source)}'`}`, 'UNSUPPORTED_FORMAT')
     }
     await runHooks(kbId, caller, kind)
 
@@ -117,7 +127,7 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
       throw unprocessable(`File '${source}' is empty`, 'EMPTY_FILE')
     }
     const fields = {
-      storage_key: key, file_size: info.size, etag: info.etag, doc_type: docType, content_type: file.mimeType,
+      storage_key: key, file_size: info.size, etag: info.etag, content_version: info.etag, doc_type: docType, content_type: file.mimeType,
       pending_op: 'ingest' as const, title: titleFromFilename(source),
     }
     let doc: DocumentRecord | null
@@ -134,7 +144,7 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
         await discard()
         throw activeConflict(existing ?? { doc_id: 'unknown', status: 'pending' })
       }
-      doc = await repo.transition(existing.doc_id, [existing.status], 'pending', { ...fields, last_error: null, duplicate_of: null })
+      doc = await repo.transition(existing.doc_id, [existing.status], 'pending', { ...fields, last_error: null, duplicate_of: null, received: true })
       if (!doc) {
         await discard()
         throw activeConflict((await repo.getById(existing.doc_id)) ?? existing)
@@ -151,7 +161,7 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
   }
 
   const requireKb = async (kbId: string) => {
-    if (!(await kbs.exists(kbId))) throw notFound(`Knowledge base '${kbId}' not found`, 'KB_NOT_FOUND')
+    if (!(await kbs.exists(kbId))) throw kbNotFound(kbId)
   }
 
   /**
@@ -244,14 +254,15 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
 
     async download(kbId: string, docId: string): Promise<{ stream: Readable; contentType: string; disposition: string; size: number | null }> {
       const doc = await requireDoc(kbId, docId)
-      if (!doc.storage_key) throw notFound(`Document '${docId}' has no stored file`, 'DOC_NO_FILE')
+      if (!doc.storage_key) throw notFound(`Document has no stored file: kb=${kbId} doc_id=${docId}`, 'DOC_NO_FILE')
       const stream = await adapters.objects.get(doc.storage_key)
       return { stream, contentType: doc.content_type && doc.content_type !== 'application/octet-stream' ? doc.content_type : contentTypeFor(doc), disposition: contentDisposition(doc.source), size: doc.file_size }
     },
 
     async delete(kbId: string, docId: string, force: boolean): Promise<{ kb_id: string; doc_id: string; status: 'pending' }> {
       const doc = await requireDoc(kbId, docId)
-      if (doc.status === 'deleted') return { kb_id: kbId, doc_id: docId, status: 'pending' }
+      // A soft-deleted document stays as it is, unless force asks for it to go for good (its file and row).
+      if (doc.status === 'deleted' && !force) return { kb_id: kbId, doc_id: docId, status: 'pending' }
       if ((UNDELETABLE as readonly string[]).includes(doc.status) || doc.status === 'uploading' || doc.status === 'fetching') throw activeConflict(doc)
       // Spec 3.1: an indexed document is soft-deleted unless force; any other state is removed entirely.
       const hard = force || doc.status !== 'indexed'
@@ -289,9 +300,9 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
 
     async recover(kbId: string, docId: string): Promise<{ kb_id: string; doc_id: string; queued: true }> {
       const doc = await requireDoc(kbId, docId)
-      if (doc.status !== 'running') throw conflict(`Only a running document can be recovered: doc_id=${docId} status=${doc.status}`, 'DOC_NOT_RUNNING')
+      if (doc.status !== 'running') throw notRecoverable(doc.status)
       const failed = await repo.transition(docId, ['running'], 'failed', { last_error: RECOVER_REASON })
-      if (!failed) throw conflict(`Document changed state meanwhile: doc_id=${docId}`, 'DOC_NOT_RUNNING')
+      if (!failed) throw notRecoverable(await statusNow(kbId, docId))
       await adapters.queue.removeByKey(INGEST_TOPIC, docId).catch(() => 0)
       if (!(await repo.transition(docId, ['failed'], 'pending', { pending_op: 'ingest' }))) throw activeConflict((await repo.getById(docId)) ?? doc)
       await enqueue({ op: 'ingest', kb_id: kbId, doc_id: docId, force: true })
@@ -300,12 +311,10 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
 
     async fail(kbId: string, docId: string, reason: string | undefined): Promise<Record<string, unknown>> {
       const doc = await requireDoc(kbId, docId)
-      if (!(FAILABLE as readonly string[]).includes(doc.status)) {
-        throw conflict(`Document cannot be failed from status ${doc.status}: doc_id=${docId}`, 'DOC_NOT_FAILABLE')
-      }
+      if (!(FAILABLE as readonly string[]).includes(doc.status)) throw notFailable(doc.status)
       const message = truncateError(reason?.trim() ? reason.trim() : FAIL_REASON)
       const failed = await repo.transition(docId, FAILABLE, 'failed', { last_error: message })
-      if (!failed) throw conflict(`Document changed state meanwhile: doc_id=${docId}`, 'DOC_NOT_FAILABLE')
+      if (!failed) throw notFailable(await statusNow(kbId, docId))
       await adapters.queue.removeByKey(INGEST_TOPIC, docId).catch(() => 0)
       await adapters.vectors.deleteByDoc(kbId, docId).catch(() => 0)
       await adapters.sql.query('DELETE FROM parent_chunks WHERE doc_id = $1', [docId])

@@ -3,7 +3,7 @@ import { kbSettingsSchema } from '../../kernel/config/kb-settings.ts'
 import { reply, type PluginContext } from '../../kernel/plugin.ts'
 import { ErrorResponse, KbIdParam, ValidationErrorResponse } from '../../kernel/schemas.ts'
 import {
-  CreateKbBody, EffectiveSettings, KbDeletedResponse, KbStatusResponse, KnowledgeBase, KnowledgeBaseList, OverridesBody,
+  CreateKbBody, EffectiveSettings, KbDeletedResponse, KbListQuery, KbStatusResponse, KnowledgeBase, KnowledgeBaseList, OverridesBody,
   OverridesResponse, OverridesWriteResponse, PatchKbBody, SettingsSchemaResponse,
 } from './schemas.ts'
 import type { KbService } from './service.ts'
@@ -16,9 +16,10 @@ export function registerKbRoutes(ctx: PluginContext, kbs: KbService): void {
   const tags = ['knowledge-bases']
 
   ctx.route({
-    method: 'GET', path: '/api/kb', summary: 'List knowledge bases', tags,
-    responses: { 200: { description: 'Knowledge bases', schema: KnowledgeBaseList } },
-    handler: async () => ({ knowledge_bases: await kbs.list() }),
+    method: 'GET', path: '/api/kb', summary: 'List knowledge bases (by kb_id ascending unless sort_by/sort_order say otherwise)', tags,
+    query: KbListQuery,
+    responses: { 200: { description: 'Knowledge bases', schema: KnowledgeBaseList }, ...invalid },
+    handler: async (req) => ({ knowledge_bases: await kbs.list({ sortBy: req.query.sort_by, sortOrder: req.query.sort_order }) }),
   })
 
   ctx.route({

@@ -1,10 +1,13 @@
 import { Type } from '@sinclair/typebox'
 import { KbId, Timestamp } from '../../kernel/schemas.ts'
+import { KB_SORT_COLUMNS } from './service.ts'
+
+const Description = Type.Union([Type.String({ maxLength: 10000 }), Type.Null()], { description: 'Free text; null (or absent) for none.' })
 
 export const KnowledgeBase = Type.Object({
   kb_id: Type.String(),
   kb_name: Type.String(),
-  description: Type.String(),
+  description: Type.Union([Type.String(), Type.Null()]),
   tags: Type.Array(Type.String()),
   status: Type.String({ description: "'active'" }),
   created_at: Timestamp,
@@ -13,16 +16,21 @@ export const KnowledgeBase = Type.Object({
 
 export const KnowledgeBaseList = Type.Object({ knowledge_bases: Type.Array(KnowledgeBase) })
 
+export const KbListQuery = Type.Object({
+  sort_by: Type.Union(KB_SORT_COLUMNS.map((c) => Type.Literal(c)), { description: 'Sort column.', default: 'kb_id' }),
+  sort_order: Type.Union([Type.Literal('asc'), Type.Literal('desc')], { description: 'Sort direction.', default: 'asc' }),
+})
+
 export const CreateKbBody = Type.Object({
   kb_id: KbId,
   kb_name: Type.Optional(Type.String({ maxLength: 500 })),
-  description: Type.Optional(Type.String({ maxLength: 10000 })),
+  description: Type.Optional(Description),
   tags: Type.Optional(Type.Array(Type.String({ maxLength: 200 }), { maxItems: 100 })),
 })
 
 export const PatchKbBody = Type.Object({
   kb_name: Type.Optional(Type.String({ maxLength: 500 })),
-  description: Type.Optional(Type.String({ maxLength: 10000 })),
+  description: Type.Optional(Description),
   tags: Type.Optional(Type.Array(Type.String({ maxLength: 200 }), { maxItems: 100 })),
 })
 
@@ -36,10 +44,10 @@ export const OverridesWriteResponse = Type.Object({ kb_id: Type.String(), overri
 
 export const SchemaEntry = Type.Object({
   type: Type.String(),
-  enum: Type.Optional(Type.Array(AnyValue)),
+  enum: Type.Union([Type.Array(AnyValue), Type.Null()], { description: 'Allowed values; null unless the type is enum.' }),
   default: AnyValue,
-  min: Type.Optional(Type.Number()),
-  max: Type.Optional(Type.Number()),
+  min: Type.Union([Type.Number(), Type.Null()], { description: 'Lowest value; null when not numeric.' }),
+  max: Type.Union([Type.Number(), Type.Null()], { description: 'Highest value; null when not numeric.' }),
   overridable: Type.Boolean(),
   description: Type.String(),
   group: Type.String(),

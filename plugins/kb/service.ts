@@ -1,14 +1,14 @@
 // Knowledge bases and their settings overrides, on the metadata port.
 import type { Adapters, SqlRunner } from '../../adapters/ports.ts'
 import { isUniqueViolation } from '../../adapters/metadata/common.ts'
-import { effectiveKbSettings, kbSettingsView, validateOverrides, type Overrides } from '../../kernel/config/kb-settings.ts'
+import { effectiveKbSettings, kbSettingsView, validateOverrides, type KbSettingsView, type Overrides } from '../../kernel/config/kb-settings.ts'
 import type { KbSettings, Settings } from '../../kernel/config/schema.ts'
-import { conflict, notFound } from '../../kernel/errors.ts'
+import { clip, conflict, notFound } from '../../kernel/errors.ts'
 
 export interface KnowledgeBase {
   kb_id: string
   kb_name: string
-  description: string
+  description: string | null
   tags: string[]
   status: string
   created_at: string
@@ -18,19 +18,29 @@ export interface KnowledgeBase {
 export interface CreateKb {
   kb_id: string
   kb_name?: string
-  description?: string
+  /** Absent or null: no description (it reads back as null, as in the older service). */
+  description?: string | null
   tags?: string[]
+}
+
+export const KB_SORT_COLUMNS = ['kb_id', 'kb_name', 'status', 'created_at', 'updated_at'] as const
+export interface KbListOrder {
+  sortBy: (typeof KB_SORT_COLUMNS)[number]
+  sortOrder: 'asc' | 'desc'
 }
 
 export type PatchKb = Partial<Omit<CreateKb, 'kb_id'>>
 
 const COLUMNS = 'kb_id, kb_name, description, tags, status, created_at, updated_at'
 
-export const kbNotFound = (kbId: string) => notFound(`Knowledge base '${kbId}' not found`, 'KB_NOT_FOUND')
+// The older service's texts (notes.md), which its clients match on.
+export const kbNotFound = (kbId: string) => notFound(`KB not found: ${clip(kbId)}`, 'KB_NOT_FOUND')
+const kbExists = (kbId: string) => conflict(`KB already exists: ${kbId}`, 'KB_EXISTS')
 
 export interface KbService {
   create(input: CreateKb, createdBy?: string | null): Promise<KnowledgeBase>
-  list(): Promise<KnowledgeBase[]>
+  /** Default order: kb_id ascending. */
+  list(order?: KbListOrder): Promise<KnowledgeBase[]>
   get(kbId: string): Promise<KnowledgeBase>
   exists(kbId: string): Promise<boolean>
   patch(kbId: string, input: PatchKb): Promise<void>
@@ -44,7 +54,7 @@ export interface KbService {
   clearOverrides(kbId: string): Promise<void>
   /** Global settings merged with the KB's overrides: what ingestion and auto-merge use. */
   effectiveSettings(kbId: string): Promise<KbSettings>
-  settingsView(kbId: string): Promise<KbSettings>
+  settingsView(kbId: string): Promise<KbSettingsView>
 }
 
 export function createKbService(adapters: Adapters, settings: Readonly<Settings>): KbService {
@@ -74,15 +84,21 @@ export function createKbService(adapters: Adapters, settings: Readonly<Settings>
         const rows = await sql.query<KnowledgeBase>(
           `INSERT INTO knowledge_bases (kb_id, kb_name, description, tags, created_by)
            VALUES ($1, $2, $3, $4::jsonb, $5) RETURNING ${COLUMNS}`,
-          [input.kb_id, input.kb_name ?? '', input.description ?? '', input.tags ?? [], createdBy],
+          [input.kb_id, input.kb_name ?? '', input.description ?? null, input.tags ?? [], createdBy],
         )
         return rows[0]
       } catch (err) {
-        if (isUniqueViolation(err)) throw conflict(`Knowledge base '${input.kb_id}' already exists`, 'KB_EXISTS')
+        if (isUniqueViolation(err)) throw kbExists(input.kb_id)
         throw err
       }
     },
-    list: () => sql.query<KnowledgeBase>(`SELECT ${COLUMNS} FROM knowledge_bases ORDER BY created_at, kb_id`),
+    list({ sortBy, sortOrder }: KbListOrder = { sortBy: 'kb_id', sortOrder: 'asc' }) {
+      // The column is written into the SQL text: only a known one may get there, whoever the caller is.
+      if (!(KB_SORT_COLUMNS as readonly string[]).includes(sortBy)) throw new Error(`not a sort column: ${sortBy}`)
+      const dir = sortOrder === 'desc' ? 'DESC' : 'ASC'
+      // kb_id breaks ties, so that equal names or timestamps page in a stable order.
+      return sql.query<KnowledgeBase>(`SELECT ${COLUMNS} FROM knowledge_bases ORDER BY ${sortBy} ${dir}${sortBy === 'kb_id' ? '' : `, kb_id ${dir}`}`)
+    },
     async get(kbId) {
       const rows = await sql.query<KnowledgeBase>(`SELECT ${COLUMNS} FROM knowledge_bases WHERE kb_id = $1`, [kbId])
       if (rows.length === 0) throw kbNotFound(kbId)
@@ -119,7 +135,7 @@ export function createKbService(adapters: Adapters, settings: Readonly<Settings>
         const rows = await sql.query(
           `INSERT INTO knowledge_bases (kb_id, kb_name, description, tags) VALUES ($1, $2, $3, $4::jsonb)
            ON CONFLICT (kb_id) DO NOTHING RETURNING kb_id`,
-          [kb.id, kb.name, kb.description, kb.tags],
+          [kb.id, kb.name, kb.description ?? null, kb.tags],
         )
         if (rows.length > 0) created.push(kb.id)
       }

@@ -479,6 +479,23 @@ describe('createEmbedder', () => {
     assert.equal(server.embedRequests().at(-1)?.path, '/v1/embeddings')
   })
 
+  it('takes ollama and openai as aliases of local and hosted, keeping the name given', async (t) => {
+    const server = await fakeServer(t, { dimensions: 1024 })
+    const ollama = createEmbedder({ name: 'ollama', url: server.url, model: '', dimensions: 1024 }, FAST)
+    assert.deepEqual([ollama.name, ollama.model], ['ollama', 'bge-m3'])
+    await ollama.embed(['x'])
+    assert.deepEqual([server.embedRequests().at(-1)?.path, (server.embedRequests().at(-1)?.body as { model: string }).model], ['/api/embed', 'bge-m3'])
+
+    const wide = await fakeServer(t, { dimensions: 1536 })
+    const openai = createEmbedder({ name: 'openai', url: wide.url, model: '', dimensions: 1536 }, FAST)
+    assert.deepEqual([openai.name, openai.model], ['openai', 'text-embedding-3-small'])
+    await openai.embed(['x'])
+    assert.deepEqual([wide.embedRequests().at(-1)?.path, (wide.embedRequests().at(-1)?.body as { model: string }).model], ['/v1/embeddings', 'text-embedding-3-small'])
+    const { embeddings } = openAIEndpoints('openai', '')
+    assert.equal(embeddings.href, 'https://api.openai.com/v1/embeddings', 'openai needs no URL, as hosted')
+    assert.throws(() => createEmbedder({ name: 'openai', model: '', dimensions: 1024 }), (e: AppError) => /set embedding\.vector_size to 1536/.test(e.message))
+  })
+
   it('fails on a vector size that does not fit a known model', () => {
     const bad = (fn: () => unknown, re: RegExp) => assert.throws(fn, (e: AppError) => e.code === 'EMBEDDING_CONFIG' && re.test(e.message))
     bad(() => createEmbedder({ name: 'local', model: 'bge-m3:latest', dimensions: 768 }), /'bge-m3:latest' produces 1024/)

@@ -174,6 +174,29 @@ describe('settings: validation lists every problem', () => {
     assert.deepEqual(problemsOf({ provider: { name: 'local' }, embedding: { model: 'nomic-embed-text', vector_size: 768 } }), [])
   })
 
+  it('accepts the older provider names ollama and openai with their families\' default models and sizes', () => {
+    const ollama = resolveSettings({ provider: { name: 'ollama' } }).settings
+    assert.deepEqual([ollama.provider.name, ollama.embedding.model, ollama.embedding.vector_size], ['ollama', '', 1024], 'bge-m3, no URL needed')
+    const openai = resolveSettings({ provider: { name: 'openai' } }).settings
+    assert.deepEqual([openai.provider.name, openai.embedding.vector_size], ['openai', 1536], 'text-embedding-3-small')
+    assert.equal(resolveSettings({ provider: { name: 'hosted' } }).settings.embedding.vector_size, 1536, 'the canonical name too')
+    assert.equal(resolveSettings({ provider: { name: 'local' } }).settings.embedding.vector_size, 1024)
+    assert.equal(resolveSettings({ provider: { name: 'ollama' }, embedding: { model: 'nomic-embed-text' } }).settings.embedding.vector_size, 768, 'the default follows an explicit model')
+    assert.equal(resolveSettings({ provider: { name: 'ollama' }, embedding: { model: 'my-own-model' } }).settings.embedding.vector_size, 1024, 'unknown model: the schema default')
+    assert.equal(resolveSettings({ provider: { name: 'openai' }, embedding: { vector_size: 1536 } }).settings.embedding.vector_size, 1536)
+    assert.equal(resolveSettings({}).settings.embedding.vector_size, 1024, 'builtin keeps 1024')
+    assert.deepEqual(problemsOf({ provider: { name: 'ollama', url: 'http://gpu:11434' } }), [])
+  })
+
+  it('names the alias default model when an explicit vector_size conflicts with it', () => {
+    assert.deepEqual(problemsOf({ provider: { name: 'openai' }, embedding: { vector_size: 1024 } }), [
+      "embedding.vector_size: 1024 does not match model 'text-embedding-3-small' (the default of provider 'openai', an alias of 'hosted'), which produces 1536 dimensions: set it to 1536 or leave it unset",
+    ])
+    assert.match(problemsOf({ provider: { name: 'ollama' }, embedding: { vector_size: 1536 } })[0], /'bge-m3' \(the default of provider 'ollama', an alias of 'local'\), which produces 1024/)
+    assert.match(problemsOf({ provider: { name: 'ollama' }, embedding: { model: 'text-embedding-3-small', vector_size: 1024 } })[0], /does not match model 'text-embedding-3-small', which produces 1536/)
+    assert.match(problemsOf({ provider: { name: 'acme' } })[0], /provider 'acme' is a generic OpenAI-compatible endpoint and needs its full URL/, 'other names are still generic')
+  })
+
   it('reads a single kb_creator_roles string as a one-item list', () => {
     assert.deepEqual(resolveSettings({ authz: { kb_creator_roles: 'makers' } }).settings.authz.kb_creator_roles, ['makers'])
   })
@@ -193,7 +216,8 @@ describe('settings.example.yaml', () => {
     const text = readFileSync('settings.example.yaml', 'utf8')
     const parsed = parse(text)
     // Keys whose default depends on the provider are there commented out: uncommented, they are documented keys.
-    const uncommented = text.replace(/^(\s*)# ([a-z_]+): /gm, (line, indent: string, key: string) => (PROFILED_KEYS.has(`retrieval.hybrid.${key}`) ? `${indent}${key}: ` : line))
+    const profiled = new Set([...PROFILED_KEYS].map((k) => k.slice(k.lastIndexOf('.') + 1)))
+    const uncommented = text.replace(/^(\s*)# ([a-z_]+): /gm, (line, indent: string, key: string) => (profiled.has(key) ? `${indent}${key}: ` : line))
     const documented = new Set(flatten(parse(uncommented)).keys())
     for (const key of PROFILED_KEYS) assert.ok(!flatten(parsed).has(key), `${key} is commented out`)
     for (const key of leafSchemas().keys()) assert.ok(documented.has(key), `settings.example.yaml lacks ${key}`)

@@ -121,7 +121,7 @@ export function docsSuite(label: string, opts: StartOptions): void {
     assert.equal((await list('sort_by=chunk_count&sort_order=asc')).items.at(-1).doc_id, ids[2])
     assert.equal((await list('sort_by=chunk_count&sort_order=desc')).items.at(-1).doc_id, ids[2])
 
-    for (const bad of ['sort_by=title', 'sort_order=up', 'status=done', 'page=0', 'page_size=0', 'page=x']) {
+    for (const bad of ['sort_by=name', 'sort_order=up', 'status=done', 'page=0', 'page_size=0', 'page=x']) {
       const res = await svc.request(`/api/kb/${kb}/docs?${bad}`)
       assert.equal(res.status, 422, bad)
       assert.ok(Array.isArray(((await res.json()) as Json).detail))
@@ -261,7 +261,7 @@ export function docsSuite(label: string, opts: StartOptions): void {
     const kb = await newKb(svc)
     let res = await upload(svc, kb, 'virus.exe', 'MZ...')
     assert.equal(res.status, 422)
-    assert.match((await res.json() as Json).detail, /Unsupported file format '\.exe'/)
+    assert.deepEqual(await res.json(), { detail: 'Unsupported file format: .exe' })
     res = await upload(svc, kb, 'empty.txt', '')
     assert.equal(res.status, 422)
     assert.match((await res.json() as Json).detail, /empty/)
@@ -386,6 +386,106 @@ export function docsSuite(label: string, opts: StartOptions): void {
     await svc.request(`/api/kb/${kb}/docs/${c}?force=true`, { method: 'DELETE' })
     const back = await settle(svc, kb, a, ['indexed'])
     assert.equal(back.duplicate_of, null)
+  })
+
+  it(`${label}: wire texts of the older service for KB, document, format, fail and recover errors`, async (t) => {
+    const svc = await startApp(t, { ...opts, settings: { queue_worker: { enabled: false }, ...opts.settings } })
+    const kb = await newKb(svc)
+    const a = ((await (await upload(svc, kb, 'a.md', md('A', prose('wire-a')))).json()) as Json).doc_id
+    const detail = async (res: Response, status: number) => {
+      assert.equal(res.status, status)
+      return ((await res.json()) as Json).detail
+    }
+    const ghost = '0123456789abcdef'
+    for (const [method, path] of [['GET', 'status'], ['GET', 'download'], ['DELETE', ''], ['POST', 'reindex'], ['POST', 'recover'], ['POST', 'fail']]) {
+      const res = await svc.request(`/api/kb/${kb}/docs/${ghost}${path ? `/${path}` : ''}`, { method })
+      assert.equal(await detail(res, 404), `Document not found: kb=${kb} doc_id=${ghost}`, `${method} ${path}`)
+    }
+    assert.equal(await detail(await svc.request('/api/kb/ghost/docs'), 404), 'KB not found: ghost')
+    assert.equal(await detail(await svc.request(`/api/kb/ghost/docs/${a}/status`), 404), 'KB not found: ghost')
+    assert.equal(await detail(await upload(svc, 'ghost', 'a.md', 'x'), 404), 'KB not found: ghost')
+    assert.equal(await detail(await upload(svc, kb, 'photo.PNG', 'x'), 422), 'Unsupported file format: .png')
+    assert.match(await detail(await upload(svc, kb, 'Makefile', 'x'), 422), /^Unsupported file format: /)
+
+    // pending: recover refuses; indexed-like stable states: fail refuses
+    assert.equal(await detail(await svc.request(`/api/kb/${kb}/docs/${a}/recover`, { method: 'POST' }), 409), 'Document is not in a recoverable state: status=pending')
+    assert.equal((await svc.request(`/api/kb/${kb}/docs/${a}/fail`, { method: 'POST' })).status, 200)
+    assert.equal(await detail(await svc.request(`/api/kb/${kb}/docs/${a}/fail`, { method: 'POST' }), 409), 'Cannot force-fail document in current state: status=failed')
+    assert.equal(await detail(await svc.request(`/api/kb/${kb}/docs/${a}/recover`, { method: 'POST' }), 409), 'Document is not in a recoverable state: status=failed')
+  })
+
+  it(`${label}: wire record fields, title sort, search over title, source and doc_id, and force delete of a deleted document`, async (t) => {
+    const svc = await startApp(t, fast)
+    const kb = await newKb(svc)
+    const before = new Date(Date.now() - 60_000).toISOString()
+    const ups: Json[] = []
+    // Titles (from the headings) sort the other way round from the file names.
+    for (const [name, title] of [['a-one.md', 'Zulu guide'], ['b-two.md', 'Yankee notes'], ['c-three.md', 'Xray report']]) {
+      ups.push(await (await upload(svc, kb, name, md(title, prose(`wire-${name}`, 20)))).json())
+    }
+    // The worker records the end of a run once the pipeline has returned: wait for it, not just the status.
+    const finished = (k: string, id: string) => waitFor(async () => {
+      const d = await status(svc, k, id)
+      return ['indexed', 'failed'].includes(d.status) && d.process_finished_at ? d : null
+    }, `document ${id} to finish its run`)
+    const docs = await Promise.all(ups.map((u) => finished(kb, u.doc_id)))
+    for (const [i, d] of docs.entries()) {
+      assert.equal(d.status, 'indexed', d.last_error)
+      assert.equal(d.content_version, ups[i].etag, 'content_version is the etag for uploads')
+      assert.equal(d.chunk_strategy, 'recursive')
+      assert.equal(d.deleted_at, null)
+      for (const k of ['doc_created_at', 'process_started_at', 'process_finished_at']) assert.ok(d[k] > before, `${k} is set: ${d[k]}`)
+      assert.ok(d.process_started_at <= d.process_finished_at)
+      assert.ok(d.doc_created_at <= d.process_started_at)
+    }
+
+    const list = async (q: string) => ((await (await svc.request(`/api/kb/${kb}/docs?${q}`)).json()) as Json).items.map((d: Json) => d.source)
+    assert.deepEqual(await list('sort_by=title&sort_order=asc'), ['c-three.md', 'b-two.md', 'a-one.md'])
+    assert.deepEqual(await list('sort_by=title&sort_order=desc'), ['a-one.md', 'b-two.md', 'c-three.md'])
+    assert.deepEqual(await list('sort_by=source&sort_order=asc'), ['a-one.md', 'b-two.md', 'c-three.md'], 'source sorting stays')
+    assert.deepEqual(await list('search=yankee'), ['b-two.md'], 'title')
+    assert.deepEqual(await list('search=THREE'), ['c-three.md'], 'source')
+    assert.deepEqual(await list(`search=${ups[0].doc_id.slice(3, 12)}`), ['a-one.md'], 'doc_id')
+    const page = await (await svc.request(`/api/kb/${kb}/docs?search=ray`)).json() as Json
+    assert.equal(page.total, 1)
+    for (const k of ['chunk_strategy', 'doc_created_at', 'process_started_at', 'process_finished_at', 'deleted_at', 'content_version']) assert.ok(k in page.items[0], `listed record has ${k}`)
+
+    // a KB with another strategy records it
+    const kb2 = await newKb(svc, { 'chunking.strategy': 'hierarchical', 'chunking.chunk_size': [1024, 256], 'chunking.chunk_overlap': 32 })
+    const h = ((await (await upload(svc, kb2, 'h.md', md('H', prose('wire-h', 30)))).json()) as Json).doc_id
+    assert.equal((await settle(svc, kb2, h)).chunk_strategy, 'hierarchical')
+    // a failed run ends too
+    const f = ((await (await upload(svc, kb, 'broken.pdf', 'not a pdf')).json()) as Json).doc_id
+    const failed = await finished(kb, f)
+    assert.equal(failed.status, 'failed')
+    assert.ok(failed.process_finished_at >= failed.process_started_at)
+
+    // soft delete stamps deleted_at; force=true of the deleted document removes it for good
+    const [one] = ups
+    await svc.request(`/api/kb/${kb}/docs/${one.doc_id}`, { method: 'DELETE' })
+    const deleted = await settle(svc, kb, one.doc_id, ['deleted'])
+    assert.ok(deleted.deleted_at >= deleted.process_finished_at, `deleted_at ${deleted.deleted_at}`)
+    assert.equal(deleted.doc_created_at, docs[0].doc_created_at, 'deleting is not new content')
+    let res = await svc.request(`/api/kb/${kb}/docs/${one.doc_id}`, { method: 'DELETE' })
+    assert.equal(res.status, 202)
+    assert.equal((await status(svc, kb, one.doc_id)).status, 'deleted', 'without force a deleted document stays')
+    res = await svc.request(`/api/kb/${kb}/docs/${one.doc_id}?force=true`, { method: 'DELETE' })
+    assert.equal(res.status, 202)
+    assert.deepEqual(await res.json(), { kb_id: kb, doc_id: one.doc_id, status: 'pending' })
+    await waitFor(async () => (await svc.request(`/api/kb/${kb}/docs/${one.doc_id}/status`)).status === 404, 'the deleted document to be removed')
+    assert.equal(await svc.app.adapters.objects.head(deleted.storage_key), null, 'its file is gone')
+    assert.equal((await list('status=deleted')).length, 0)
+
+    // a re-upload under a soft-deleted name is new content: doc_created_at moves, deleted_at clears
+    const [, two] = ups
+    await svc.request(`/api/kb/${kb}/docs/${two.doc_id}`, { method: 'DELETE' })
+    const gone = await settle(svc, kb, two.doc_id, ['deleted'])
+    const again = await (await upload(svc, kb, 'b-two.md', md('Yankee notes v2', prose('wire-again', 20)))).json() as Json
+    assert.equal(again.doc_id, two.doc_id)
+    const back = await settle(svc, kb, two.doc_id, ['indexed'])
+    assert.equal(back.deleted_at, null)
+    assert.equal(back.content_version, again.etag)
+    assert.ok(back.doc_created_at > gone.doc_created_at)
   })
 
   it(`${label}: hierarchical chunking stores parent chunks and links leaves to them`, async (t) => {

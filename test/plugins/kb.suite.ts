@@ -53,7 +53,7 @@ export function kbApiSuite(label: string, opts: StartOptions): void {
 
     let res = await svc.request('/api/kb', { method: 'POST', json: { kb_id: id, kb_name: 'again' } })
     assert.equal(res.status, 409)
-    assert.deepEqual(await res.json(), { detail: `Knowledge base '${id}' already exists` })
+    assert.deepEqual(await res.json(), { detail: `KB already exists: ${id}` })
 
     for (const bad of ['Upper', '-lead', 'has space', 'a'.repeat(64), '', 'dot.ted', '한글']) {
       res = await svc.request('/api/kb', { method: 'POST', json: { kb_id: bad } })
@@ -71,8 +71,51 @@ export function kbApiSuite(label: string, opts: StartOptions): void {
     for (const [method, path] of [['GET', '/api/kb/ghost'], ['PATCH', '/api/kb/ghost'], ['DELETE', '/api/kb/ghost'], ['GET', '/api/kb/ghost/settings'], ['GET', '/api/kb/ghost/settings/overrides'], ['PUT', '/api/kb/ghost/settings/overrides'], ['DELETE', '/api/kb/ghost/settings/overrides'], ['GET', '/api/kb/ghost/settings/schema']]) {
       res = await svc.request(path, { method, json: method === 'PUT' ? { overrides: {} } : method === 'PATCH' ? { kb_name: 'x' } : undefined })
       assert.equal(res.status, 404, `${method} ${path}`)
-      assert.deepEqual(await res.json(), { detail: "Knowledge base 'ghost' not found" })
+      assert.deepEqual(await res.json(), { detail: 'KB not found: ghost' })
     }
+  })
+
+  it(`${label}: the list is sorted by kb_id unless sort_by/sort_order say otherwise; an omitted description is null`, async (t) => {
+    const svc = await startApp(t, opts)
+    const stem = uniqueId().slice(0, 40)
+    // Created in an order that is neither kb_id's nor kb_name's.
+    const kbs = [[`${stem}-c`, 'Alpha'], [`${stem}-a`, 'Charlie'], [`${stem}-b`, 'Bravo']]
+    for (const [kb_id, kb_name] of kbs) assert.equal((await svc.request('/api/kb', { method: 'POST', json: { kb_id, kb_name } })).status, 201)
+    const order = async (q: string) => {
+      const res = await svc.request(`/api/kb${q}`)
+      assert.equal(res.status, 200, q)
+      return ((await res.json()) as Json).knowledge_bases.filter((k: Json) => k.kb_id.startsWith(stem)).map((k: Json) => k.kb_id.slice(-1))
+    }
+    assert.deepEqual(await order(''), ['a', 'b', 'c'], 'default: kb_id ascending')
+    assert.deepEqual(await order('?sort_order=desc'), ['c', 'b', 'a'])
+    assert.deepEqual(await order('?sort_by=kb_name'), ['c', 'b', 'a'], 'Alpha, Bravo, Charlie')
+    assert.deepEqual(await order('?sort_by=kb_name&sort_order=desc'), ['a', 'b', 'c'])
+    assert.deepEqual(await order('?sort_by=created_at&sort_order=asc'), ['c', 'a', 'b'])
+    assert.deepEqual(await order('?sort_by=created_at&sort_order=desc'), ['b', 'a', 'c'])
+    assert.equal((await order('?sort_by=status')).length, 3)
+    await svc.request(`/api/kb/${stem}-a`, { method: 'PATCH', json: { tags: ['touched'] } })
+    assert.deepEqual((await order('?sort_by=updated_at&sort_order=desc'))[0], 'a')
+    for (const bad of ['sort_by=name', 'sort_by=description', 'sort_order=up', 'sort_order=ASC']) {
+      const res = await svc.request(`/api/kb?${bad}`)
+      assert.equal(res.status, 422, bad)
+      assert.equal(((await res.json()) as Json).detail[0].loc[0], 'query')
+    }
+
+    const kb = async (id: string) => (await (await svc.request(`/api/kb/${id}`)).json()) as Json
+    assert.equal((await kb(`${stem}-a`)).description, null, 'omitted on create: null')
+    assert.ok(((await (await svc.request('/api/kb')).json()) as Json).knowledge_bases.some((k: Json) => k.kb_id === `${stem}-a` && k.description === null))
+    const withNull = `${stem}-n`
+    assert.equal((await svc.request('/api/kb', { method: 'POST', json: { kb_id: withNull, description: null } })).status, 201, 'a client sending null is accepted')
+    assert.equal((await kb(withNull)).description, null)
+    await svc.request(`/api/kb/${withNull}`, { method: 'PATCH', json: { description: 'Set' } })
+    assert.equal((await kb(withNull)).description, 'Set')
+    await svc.request(`/api/kb/${withNull}`, { method: 'PATCH', json: { kb_name: 'renamed' } })
+    assert.equal((await kb(withNull)).description, 'Set', 'a PATCH without description keeps it')
+    await svc.request(`/api/kb/${withNull}`, { method: 'PATCH', json: { description: null } })
+    assert.equal((await kb(withNull)).description, null, 'PATCH with null clears it')
+    const empty = `${stem}-e`
+    await svc.request('/api/kb', { method: 'POST', json: { kb_id: empty, description: '' } })
+    assert.equal((await kb(empty)).description, '', 'an empty description is kept as given')
   })
 
   it(`${label}: delete removes the KB's stored objects and vectors, and counts the objects`, async (t) => {
@@ -107,16 +150,23 @@ export function kbApiSuite(label: string, opts: StartOptions): void {
     assert.deepEqual(Object.keys(eff).sort(), ['chunking', 'dedup', 'ingestion', 'retrieval'])
     assert.equal(eff.chunking.chunk_size, 1024)
     assert.equal(eff.retrieval.auto_merge.enabled, false)
-    assert.equal(eff.retrieval.rerank.api_key, '***', 'secrets are masked')
+    assert.ok(!('api_key' in eff.retrieval.rerank), 'the rerank api_key is left out, not even masked')
+    assert.ok(!JSON.stringify(eff).includes('topsecret'))
+    assert.equal(eff.retrieval.rerank.model, 'rerank-v3.5', 'the rest of the rerank section stays')
     assert.ok(!('postgres' in eff) && !('s3' in eff))
 
     const schema = (await (await svc.request(`/api/kb/${id}/settings/schema`)).json() as Json).schema
     assert.deepEqual(schema['chunking.chunk_overlap'], {
-      type: 'int', default: 128, min: 0, max: 8192, overridable: true, group: 'chunking',
+      type: 'int', enum: null, default: 128, min: 0, max: 8192, overridable: true, group: 'chunking',
       description: schema['chunking.chunk_overlap'].description,
     })
     assert.equal(schema['chunking.strategy'].type, 'enum')
     assert.deepEqual(schema['chunking.strategy'].enum, ['recursive', 'semantic', 'hierarchical'])
+    assert.deepEqual([schema['chunking.strategy'].min, schema['chunking.strategy'].max], [null, null])
+    assert.deepEqual({ ...schema['dedup.enabled'], description: '' }, { type: 'bool', enum: null, default: true, min: null, max: null, overridable: true, description: '', group: 'dedup' })
+    for (const [key, entry] of Object.entries(schema) as [string, Json][]) {
+      assert.deepEqual(Object.keys(entry).sort(), ['default', 'description', 'enum', 'group', 'max', 'min', 'overridable', 'type'], `${key} carries all eight keys`)
+    }
     assert.equal(schema['dedup.simhash.ngram'].overridable, false)
     assert.equal(schema['ingestion.parser_plugins'].overridable, false)
     assert.equal(schema['retrieval.top_k'].overridable, false)
@@ -187,6 +237,10 @@ export function kbApiSuite(label: string, opts: StartOptions): void {
     const kb = await (await svc.request(`/api/kb/${id}`)).json() as Json
     assert.equal(kb.kb_name, 'Pre')
     assert.deepEqual(kb.tags, ['s'])
+    const bare = uniqueId()
+    const svc2 = await startApp(t, { ...opts, settings: { ...opts.settings, knowledge_bases: [{ id: bare }] } })
+    const pre = await (await svc2.request(`/api/kb/${bare}`)).json() as Json
+    assert.deepEqual([pre.kb_name, pre.description, pre.tags], ['', null, []], 'a pre-registered KB without description has null')
     await svc.request(`/api/kb/${id}`, { method: 'PATCH', json: { kb_name: 'Renamed' } })
     const service = svc.app.use<{ ensurePreregistered(k: unknown[]): Promise<string[]> }>('kb')
     assert.deepEqual(await service.ensurePreregistered([{ id, name: 'Pre', description: '', tags: [] }]), [])
