@@ -1,0 +1,166 @@
+// `quarry`: the command line for a running Quarry service (bin/quarry.mjs starts it under tsx).
+import { parseArgs, type ParseArgsConfig } from 'node:util'
+import { ApiError, createClient, type Client } from './client.ts'
+import { kbCreate, kbDelete, kbList, search, status } from './commands.ts'
+import { ingest } from './ingest.ts'
+import { defaultStateFile } from './state.ts'
+
+export const EXIT_USAGE = 64
+
+const USAGE = `Usage: quarry <command> [options]
+
+Commands:
+  ingest <paths, folders or globs...> --kb <id>   upload files to a knowledge base (folders: every file below)
+  kb list                                          list the knowledge bases
+  kb create <id> [--name <name>] [--description <text>] [--tag <tag>]...
+  kb delete <id>                                   delete a knowledge base with its documents
+  search "<query>" --kb <id> [--kb <id>]... [--top-k <n>] [--mode hybrid|similarity]
+  status --kb <id>                                 document counts of a knowledge base
+
+Every command:
+  --url <url>              the service (default: $QUARRY_URL, else http://localhost:8000)
+  --header 'Name: value'   a request header, repeatable (e.g. 'Authorization: Bearer <token>')
+  --retries <n>            retries of 429, 502, 503 and connection failures, with back-off (default 5)
+  --json                   print the service's JSON answer (kb, search, status)
+  -h, --help               this text
+
+ingest:
+  --concurrency <n>        uploads in flight (default 4)
+  --wait                   follow indexing to the end: documents that fail to index count as failed
+  --state <file>           resume state (default: $XDG_STATE_HOME/quarry/, else ~/.local/state/quarry/)
+  --poll-ms <n>            pause between two status polls of --wait (default 1000)
+
+  Files whose content the KB already holds (same etag) are skipped. Interrupted (Ctrl-C, a crash), the same
+  command resumes where it stopped. Two files of one name cannot both be ingested: the service names
+  documents by file name.
+
+Exit status: 0 done, 1 a file or request failed, 64 usage error, 130 interrupted (run again to resume).
+`
+
+class UsageError extends Error {}
+
+const COMMON = {
+  url: { type: 'string' },
+  header: { type: 'string', multiple: true },
+  retries: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+} as const satisfies ParseArgsConfig['options']
+
+const OPTIONS = {
+  ingest: { ...COMMON, kb: { type: 'string' }, concurrency: { type: 'string' }, wait: { type: 'boolean' }, state: { type: 'string' }, 'poll-ms': { type: 'string' } },
+  kb: { ...COMMON, name: { type: 'string' }, description: { type: 'string' }, tag: { type: 'string', multiple: true } },
+  search: { ...COMMON, kb: { type: 'string', multiple: true }, 'top-k': { type: 'string' }, mode: { type: 'string' } },
+  status: { ...COMMON, kb: { type: 'string' } },
+} as const satisfies Record<string, ParseArgsConfig['options']>
+
+type Command = keyof typeof OPTIONS
+
+function integer(value: string | undefined, name: string, fallback: number, min: number): number {
+  if (value === undefined) return fallback
+  if (!/^\d+$/.test(value) || Number(value) < min) throw new UsageError(`--${name} must be an integer of at least ${min}, got ${JSON.stringify(value)}`)
+  return Number(value)
+}
+
+function headers(list: readonly string[] | undefined): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const h of list ?? []) {
+    const i = h.indexOf(':')
+    if (i <= 0) throw new UsageError(`--header must read 'Name: value', got ${JSON.stringify(h)}`)
+    out[h.slice(0, i).trim()] = h.slice(i + 1).trim()
+  }
+  return out
+}
+
+function required<T>(value: T | undefined, what: string): T {
+  if (value === undefined || (Array.isArray(value) && value.length === 0)) throw new UsageError(`${what} is required`)
+  return value
+}
+
+export async function main(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const [name, ...rest] = argv
+  if (name === undefined || name === '-h' || name === '--help' || name === 'help') {
+    process.stdout.write(USAGE)
+    return name === undefined ? EXIT_USAGE : 0
+  }
+  if (!(name in OPTIONS)) {
+    process.stderr.write(`quarry: unknown command '${name}'\n\n${USAGE}`)
+    return EXIT_USAGE
+  }
+  const command = name as Command
+  try {
+    const { values: v, positionals } = parseArgs({ args: [...rest], options: OPTIONS[command], allowPositionals: true, strict: true })
+    const values = v as Record<string, string | string[] | boolean | undefined>
+    if (values.help) {
+      process.stdout.write(USAGE)
+      return 0
+    }
+    const url = (values.url as string | undefined) ?? env.QUARRY_URL ?? 'http://localhost:8000'
+    const client = createClient({
+      url,
+      headers: headers(values.header as string[] | undefined),
+      retries: integer(values.retries as string | undefined, 'retries', 5, 0),
+      onRetry: (e) => process.stderr.write(`quarry: ${e.method} ${e.path}: ${e.reason}; retry ${e.attempt} in ${(e.delayMs / 1000).toFixed(1)} s\n`),
+    })
+    const json = Boolean(values.json)
+    return await run(command, client, values, positionals, json, env)
+  } catch (err) {
+    if (err instanceof UsageError || (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
+      process.stderr.write(`quarry ${command}: ${(err as Error).message}\nSee 'quarry --help'.\n`)
+      return EXIT_USAGE
+    }
+    process.stderr.write(`quarry ${command}: ${err instanceof ApiError ? `the service answered ${err.status}: ${err.detail}` : (err as Error).message}\n`)
+    return 1
+  }
+}
+
+async function run(command: Command, client: Client, values: Record<string, unknown>, positionals: string[], json: boolean, env: NodeJS.ProcessEnv): Promise<number> {
+  const out = process.stdout
+  const only = (n: number, usage: string) => {
+    if (positionals.length !== n) throw new UsageError(`expected ${usage}`)
+  }
+  switch (command) {
+    case 'ingest': {
+      const kb = required(values.kb as string | undefined, '--kb')
+      if (positionals.length === 0) throw new UsageError('expected one or more paths, folders or globs to ingest')
+      return ingest({
+        client,
+        kb,
+        inputs: positionals,
+        concurrency: integer(values.concurrency as string | undefined, 'concurrency', 4, 1),
+        wait: Boolean(values.wait),
+        pollMs: integer(values['poll-ms'] as string | undefined, 'poll-ms', 1000, 10),
+        stateFile: (values.state as string | undefined) ?? defaultStateFile({ url: client.url, kb, inputs: positionals, cwd: process.cwd() }, env),
+      })
+    }
+    case 'kb': {
+      const [sub, id] = positionals
+      if (sub === 'list') {
+        only(1, "'kb list' with no argument")
+        await kbList(client, json, out)
+      } else if (sub === 'create') {
+        only(2, "'kb create <id>'")
+        await kbCreate(client, { kb_id: id, kb_name: values.name as string | undefined, description: values.description as string | undefined, tags: values.tag as string[] | undefined }, json, out)
+      } else if (sub === 'delete') {
+        only(2, "'kb delete <id>'")
+        await kbDelete(client, id, json, out)
+      } else {
+        throw new UsageError(`expected 'kb list', 'kb create <id>' or 'kb delete <id>'${sub ? `, got 'kb ${sub}'` : ''}`)
+      }
+      return 0
+    }
+    case 'search': {
+      only(1, 'one query (quote it)')
+      const mode = values.mode as string | undefined
+      if (mode !== undefined && mode !== 'hybrid' && mode !== 'similarity') throw new UsageError(`--mode must be hybrid or similarity, got ${JSON.stringify(mode)}`)
+      const topK = values['top-k'] === undefined ? undefined : integer(values['top-k'] as string, 'top-k', 0, 1)
+      await search(client, { query: positionals[0], kb_ids: required(values.kb as string[] | undefined, '--kb'), top_k: topK, mode }, json, out)
+      return 0
+    }
+    case 'status': {
+      only(0, 'no argument besides --kb')
+      await status(client, required(values.kb as string | undefined, '--kb'), json, out)
+      return 0
+    }
+  }
+}
