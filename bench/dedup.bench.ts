@@ -1,4 +1,4 @@
-// Dedup signature throughput (SimHash-64 over character 3-grams + MinHash-128 over word 3-shingles) against
+// Dedup signature throughput (SimHash-64 over distinct character 3-grams + MinHash-128 over word 3-shingles) against
 // a straightforward reference written here: n-gram and shingle strings in a Map and a Set, a 64-bit n-gram
 // hash from two string hashes, and one string hash call per shingle per permutation.
 //
@@ -15,16 +15,21 @@ function fnv1a(s: string, seed: number): number {
   return h >>> 0
 }
 
-export function referenceSimhash(text: string, n: number): string {
+/**
+ * SimHash over the distinct n-grams, as ours; `counts` weights each n-gram by its count instead (the weighting
+ * before issue 12, which the dedup quality bench measures as its baseline).
+ */
+export function referenceSimhash(text: string, n: number, counts = false): string {
   const norm = text.normalize('NFKC').toLowerCase().replace(/\s+/g, ' ').trim()
   const chars = Array.from(norm)
-  const counts = new Map<string, number>()
+  const grams = new Map<string, number>()
   for (let i = 0; i + n <= chars.length; i++) {
     const g = chars.slice(i, i + n).join('')
-    counts.set(g, (counts.get(g) ?? 0) + 1)
+    grams.set(g, (grams.get(g) ?? 0) + 1)
   }
   const acc = new Array<number>(64).fill(0)
-  for (const [g, c] of counts) {
+  for (const [g, count] of grams) {
+    const c = counts ? count : 1
     const hi = fnv1a(g, 0)
     const lo = fnv1a(g, 0x9e3779b9)
     for (let b = 0; b < 32; b++) {

@@ -1,10 +1,18 @@
-// SimHash over character n-grams (code points) of the normalised text, weighted by n-gram counts. Signatures
-// are Uint32Array lanes, most significant first (lanes[0] holds bits 63..32 of a 64-bit simhash); BigInt
-// appears only where band keys are cut from the hex form.
+// SimHash over the distinct character n-grams (code points) of the normalised text. Signatures are Uint32Array
+// lanes, most significant first (lanes[0] holds bits 63..32 of a 64-bit simhash); BigInt appears only where
+// band keys are cut from the hex form.
+//
+// Every distinct n-gram counts once (binary features). Weighted by counts, the few hundred n-grams every text
+// of a language repeats ("the", "ion", "ed ") set every bit of a long document, so two long texts of one
+// domain converged to the same signature whatever they said (issue 12: 12 of 40 disjoint 30-abstract
+// documents came out "identical"). With binary features a bit is decided by the whole vocabulary of n-grams,
+// most of which two different texts do not share, and the expected distance follows the share of n-grams
+// they do not have in common.
 //
 // Each n-gram gets one 32-bit hash h: a rolling polynomial over its code points (one multiply per character)
 // finalised by fmix32; lane j of its bit vector is fmix32(h ^ LANE_SEEDS[j]) (lane 0 is h itself), so a
-// 64-bit signature costs one n-gram hash, not two.
+// 64-bit signature costs one n-gram hash, not two. Repeats are dropped with an open-addressing set of those
+// hashes (a collision of two n-grams' 32-bit hashes merges them: harmless at these sizes).
 import { fmix32 } from '../text/hash.ts'
 
 export interface SimHashOptions {
@@ -48,6 +56,65 @@ function isSpace(c: number): boolean {
 
 const ROLL = 0x01000193 // odd multiplier of the rolling n-gram hash
 
+/**
+ * The set of 32-bit n-gram hashes seen so far: linear probing in a power-of-two table kept at most half full,
+ * grown by doubling (natural text has far fewer distinct n-grams than positions). The hashes are fmix32
+ * outputs, so their low bits index the table directly.
+ * 0 marks an empty slot; the hash 0 is kept in a flag of its own.
+ */
+class NgramSet {
+  private table: Int32Array
+  private mask: number
+  private zero = false
+  size = 0
+
+  constructor(expected: number) {
+    let cap = 1024
+    while (cap < expected && cap < 1 << 16) cap <<= 1
+    this.table = new Int32Array(cap)
+    this.mask = cap - 1
+  }
+
+  /** false when `h` was already there. */
+  add(h: number): boolean {
+    if (h === 0) {
+      if (this.zero) return false
+      this.zero = true
+      this.size++
+      return true
+    }
+    const v = h | 0
+    const table = this.table
+    const mask = this.mask
+    let i = v & mask
+    for (;;) {
+      const x = table[i]
+      if (x === 0) break
+      if (x === v) return false
+      i = (i + 1) & mask
+    }
+    table[i] = v
+    if (++this.size * 2 > mask) this.grow()
+    return true
+  }
+
+  private grow(): void {
+    const old = this.table
+    const cap = old.length * 2
+    const table = new Int32Array(cap)
+    const mask = cap - 1
+    for (let k = 0; k < old.length; k++) {
+      const v = old[k]
+      if (v === 0) continue
+      let i = v & mask
+      while (table[i] !== 0) i = (i + 1) & mask
+      table[i] = v
+    }
+    this.table = table
+    this.mask = mask
+  }
+}
+
 /** SimHash of `text` as Uint32 lanes, most significant first. */
 export function simhash(text: string, opts: SimHashOptions = {}): Uint32Array {
   const ngram = opts.ngram ?? 3
@@ -59,10 +126,10 @@ export function simhash(text: string, opts: SimHashOptions = {}): Uint32Array {
   const n = cps.length
   const width = Math.min(ngram, n)
   const grams = n >= ngram ? n - ngram + 1 : n > 0 ? 1 : 0
-  // Weights are n-gram counts, so every occurrence adds its bit vector once. Per 32-bit lane, four 256-entry
-  // histograms count the occurrences of each byte value (small enough to stay in L1); bits are read from
-  // them once at the end instead of 32 updates per n-gram.
+  // Per 32-bit lane, four 256-entry histograms count the distinct n-grams with each byte value (small enough
+  // to stay in L1); bits are read from them once at the end instead of 32 updates per n-gram.
   const hist = new Int32Array(lanes * 1024)
+  const seen = new NgramSet(grams)
   // ROLL^(width-1), to drop the character leaving the window
   let top = 1
   for (let k = 1; k < width; k++) top = Math.imul(top, ROLL)
@@ -71,6 +138,7 @@ export function simhash(text: string, opts: SimHashOptions = {}): Uint32Array {
   for (let i = 0; i < grams; i++) {
     if (i > 0) roll = (Math.imul(roll - Math.imul(cps[i - 1], top), ROLL) + cps[i + width - 1]) | 0
     const h = fmix32(roll ^ width)
+    if (!seen.add(h)) continue
     hist[h >>> 24]++
     hist[256 + ((h >>> 16) & 255)]++
     hist[512 + ((h >>> 8) & 255)]++
@@ -84,6 +152,7 @@ export function simhash(text: string, opts: SimHashOptions = {}): Uint32Array {
       hist[base + 768 + (v & 255)]++
     }
   }
+  const features = seen.size
   const out = new Uint32Array(lanes)
   const ones = new Float64Array(8)
   for (let j = 0; j < lanes; j++) {
@@ -96,8 +165,8 @@ export function simhash(text: string, opts: SimHashOptions = {}): Uint32Array {
         if (c === 0) continue
         for (let t = 0; t < 8; t++) if ((x >>> (7 - t)) & 1) ones[t] += c
       }
-      // bit set when the n-grams with it outweigh those without it
-      for (let t = 0; t < 8; t++) if (2 * ones[t] > grams) lane |= 1 << (31 - (k * 8 + t))
+      // bit set when the n-grams with it outnumber those without it
+      for (let t = 0; t < 8; t++) if (2 * ones[t] > features) lane |= 1 << (31 - (k * 8 + t))
     }
     out[j] = lane >>> 0
   }

@@ -9,7 +9,7 @@ import { unpackSparse } from '../../compute/text/sparse.ts'
 import type { Chunk, DocType } from '../../compute/types.ts'
 import type { Settings } from '../../kernel/config/schema.ts'
 import type { Logger } from '../../kernel/log.ts'
-import { compare, dropSignatures, finishIndexed, SignatureIndex, type FinalVerdict } from './dedup.ts'
+import { compare, dropSignatures, finishIndexed, SignatureIndex, titleChanged, type FinalVerdict } from './dedup.ts'
 import { effectiveKbSettings } from '../../kernel/config/kb-settings.ts'
 import { docTypeOf } from './formats.ts'
 import type { DocRepo, DocumentRecord } from './repo.ts'
@@ -124,8 +124,12 @@ export function createProcessor(deps: {
       const early = signatures
         ? await timed('dedup', () => signatureIndex.screen(sql, kbId, docId, signatures, cfg.dedup))
         : { verdict: 'unique' as const }
-      if (early.verdict === 'identical') {
-        await finishIdentical(doc, early.match, title, parsed.doc_type)
+      // an identical body under another title is indexed, and supersedes the older document at the end
+      let verdict: FinalVerdict = early.verdict === 'identical'
+        ? titleChanged({ verdict: 'identical', match: early.match, score: 1, title: early.title }, signatures?.title ?? '')
+        : { verdict: 'unique' }
+      if (verdict.verdict === 'identical') {
+        await finishIdentical(doc, verdict.match, title, parsed.doc_type)
         return
       }
 
@@ -156,9 +160,8 @@ export function createProcessor(deps: {
       })
 
       // dedup stage 3
-      let verdict: FinalVerdict = { verdict: 'unique' }
       if (early.verdict === 'compare') {
-        verdict = await timed('dedup', () => compare(early.candidates, dense, (id) => vectors.docVectors(kbId, id), cfg.dedup))
+        verdict = titleChanged(await timed('dedup', () => compare(early.candidates, dense, (id) => vectors.docVectors(kbId, id), cfg.dedup)), signatures?.title ?? '')
         if (verdict.verdict === 'identical') {
           await finishIdentical(doc, verdict.match, title, parsed.doc_type)
           return
@@ -214,13 +217,14 @@ export function createProcessor(deps: {
           moved = (await repo.transition(docId, ['running'], 'indexed', { ...fields, last_error: null, duplicate_of: null })) !== null
         }
         if (!moved) throw new Superseded()
-        if (verdict.verdict === 'similar') {
+        if (verdict.verdict === 'similar' || verdict.verdict === 'title_changed') {
           const old = await repo.transition(verdict.match, ['indexed'], 'outdated', { duplicate_of: docId })
           if (old) {
             signatureIndex.forget(kbId, verdict.match)
             await vectors.deleteByDoc(kbId, verdict.match)
             await sql.query('DELETE FROM parent_chunks WHERE doc_id = $1', [verdict.match])
-            log.info({ doc_id: docId, outdated: verdict.match }, 'similar document supersedes an older one')
+            log.info({ doc_id: docId, outdated: verdict.match, verdict: verdict.verdict }, verdict.verdict === 'similar'
+              ? 'similar document supersedes an older one' : 'identical content under a new title supersedes the older document')
           }
         }
       })

@@ -1,10 +1,13 @@
-// The in-memory signature index of dedup stages 1-2 against a real PGlite database.
+// The dedup decision of plugins/docs/dedup.ts: the in-memory signature index of stages 1-2 (against a real
+// PGlite database where it reads one), the stage-1 confirmation, stage 3's chunk score and the title rule.
 import { describe, it } from 'node:test'
 import assert from 'node:assert/strict'
 import type { SqlRunner } from '../../adapters/ports.ts'
 import { createPgliteSql } from '../../adapters/metadata/pglite.ts'
 import { migrate } from '../../adapters/metadata/migrate.ts'
-import { finishIndexed, SignatureIndex, type Signatures } from '../../plugins/docs/dedup.ts'
+import { jaccardEstimate, simhashFromHex, titleSimilarity } from '../../compute/dedup/index.ts'
+import { chunkScore, finishIndexed, IDENTICAL_MIN_JACCARD, KbSignatures, screenEntries, SignatureIndex, titleChanged, type Candidate, type Signatures } from '../../plugins/docs/dedup.ts'
+import { mulberry32 } from '../../bench/lib/rng.ts'
 import { resolveSettings } from '../../kernel/config/load.ts'
 
 const cfg = resolveSettings({}).settings.dedup
@@ -37,7 +40,7 @@ describe('dedup signature index', () => {
     const seq = await finishIndexed(sql, 'kb', 'aaaaaaaaaaaaaaa1', sigA, { chunk_count: 1, embedding_model: 'm', title: 't', doc_type: 'txt' })
     assert.ok(seq !== null && seq > 0)
     index.add('kb', 'aaaaaaaaaaaaaaa1', sigA, seq)
-    assert.deepEqual(await index.screen(counting, 'kb', 'new0000000000002', sigA, cfg), { verdict: 'identical', match: 'aaaaaaaaaaaaaaa1' })
+    assert.deepEqual(await index.screen(counting, 'kb', 'new0000000000002', sigA, cfg), { verdict: 'identical', match: 'aaaaaaaaaaaaaaa1', title: 'title 1' })
     assert.equal(selects, 1, 'no signature read within the refresh interval')
 
     // Written by another process: seen once the interval has passed.
@@ -45,7 +48,91 @@ describe('dedup signature index', () => {
     const sigB = signature(3)
     await finishIndexed(sql, 'kb', 'bbbbbbbbbbbbbbb1', sigB, { chunk_count: 1, embedding_model: 'm', title: 't', doc_type: 'txt' })
     const fresh = new SignatureIndex(0)
-    assert.deepEqual(await fresh.screen(counting, 'kb', 'new0000000000003', sigB, cfg), { verdict: 'identical', match: 'bbbbbbbbbbbbbbb1' })
+    assert.deepEqual(await fresh.screen(counting, 'kb', 'new0000000000003', sigB, cfg), { verdict: 'identical', match: 'bbbbbbbbbbbbbbb1', title: 'title 3' })
     assert.equal(await index.screen(counting, 'kb', 'new0000000000004', sigB, cfg).then((v) => v.verdict), 'unique', 'the stale view does not know it yet')
+  })
+
+  it('stage 1: a SimHash match without shared word shingles is dropped; a weak one goes to stage 3', async () => {
+    const entries = new KbSignatures()
+    const a = signature(1)
+    entries.set('a', simhashFromHex(a.simhash), a.minhash, a.title, 1)
+    const keep = (c: Candidate[]) => Promise.resolve(c)
+    // same SimHash, no MinHash value in common: n-grams of one domain, not the same text
+    const collision = { ...signature(2), simhash: a.simhash }
+    assert.deepEqual(await screenEntries(entries, 'x', collision, cfg, keep), { verdict: 'unique' })
+    // same SimHash, Jaccard 0.5: shares text, but not enough to skip the document unseen
+    const half = { ...signature(3), simhash: a.simhash, minhash: a.minhash.map((v, i) => (i % 2 === 0 ? v : signature(3).minhash[i])) }
+    const v = await screenEntries(entries, 'x', half, cfg, keep)
+    assert.equal(v.verdict, 'compare')
+    if (v.verdict === 'compare') assert.deepEqual(v.candidates.map((c) => [c.doc_id, c.stage, c.jaccard]), [['a', 1, 0.5]])
+    const most = { ...half, minhash: a.minhash.map((v, i) => (i < 128 * IDENTICAL_MIN_JACCARD ? v : signature(3).minhash[i])) }
+    assert.equal((await screenEntries(entries, 'x', most, cfg, keep)).verdict, 'identical')
+  })
+
+  it('stages 1-2 over packed signatures find exactly what a comparison of every full signature finds', () => {
+    const r = mulberry32(7)
+    const entries = new KbSignatures()
+    const all: [string, Signatures][] = []
+    const queries = Array.from({ length: 20 }, (_, q) => signature(1000 + q))
+    for (let i = 0; i < 3000; i++) {
+      // some entries share 20-80 % of a query's MinHash values and its title, some only the title
+      const q = queries[i % queries.length]
+      const share = i % 7 === 0 ? 0.2 + r() * 0.6 : 0
+      const base = signature(i)
+      const sig = { ...base, minhash: base.minhash.map((v, k) => (r() < share ? q.minhash[k] : v)), title: i % 5 === 0 ? q.title : base.title }
+      all.push([`d${i}`, sig])
+      entries.set(`d${i}`, simhashFromHex(sig.simhash), sig.minhash, sig.title, i + 1)
+    }
+    // a deleted entry is never found, and its slot is reused
+    entries.delete('d0')
+    entries.set('z', simhashFromHex(all[0][1].simhash), all[0][1].minhash, all[0][1].title, 9999)
+    all[0][0] = 'z'
+    const m = cfg.minhash
+    let found = 0
+    for (const q of queries) {
+      const got = entries.scan('self', { ...q, simhash: 'ffffffffffffffff' }, cfg).stage2().map((c) => c.doc_id).sort()
+      const want = all.filter(([, s]) => {
+        const j = jaccardEstimate(q.minhash, s.minhash)
+        return j >= m.jaccard_threshold || (j >= m.title_only_min_jaccard_floor && titleSimilarity(q.title, s.title) >= m.title_fuzzy_threshold)
+      }).map(([id]) => id).sort()
+      assert.deepEqual(got, want)
+      found += got.length
+    }
+    assert.ok(found > 50, `only ${found} candidates: the case is too easy`)
+    assert.equal(entries.size, 3000)
+  })
+
+  it('stage 3 counts passages with a near-copy, not vectors that only share the background', () => {
+    const dims = 256
+    const r = mulberry32(3)
+    const unit = (v: Float32Array) => {
+      const n = Math.hypot(...v)
+      return v.map((x) => x / n)
+    }
+    const random = () => Float32Array.from({ length: dims }, () => r() - 0.5)
+    // every passage of the domain shares one component (cosine about 0.6 between any two)
+    const common = random()
+    const passage = () => unit(random().map((x, i) => x + 1.6 * common[i]))
+    const near = (v: Float32Array) => unit(v.map((x) => x + (r() - 0.5) * 0.04))
+    const docA = Array.from({ length: 10 }, passage)
+    const docB = Array.from({ length: 10 }, passage)
+    const rawMean = docB.reduce((s, v) => s + Math.max(...docA.map((w) => w.reduce((t, x, i) => t + x * v[i], 0))), 0) / 10
+    assert.ok(rawMean > 0.5, `the background is high (${rawMean})`)
+    assert.ok(chunkScore(docB, docA, 0.5) < 0.1, 'unrelated passages of one domain do not add up')
+    assert.ok(chunkScore(docA.map(near), docA, 0.5) >= 0.95, 'small edits everywhere: identical')
+    const revised = docA.map((v, i) => (i === 4 ? passage() : v))
+    const s = chunkScore(revised, docA, 0.5)
+    assert.ok(s >= 0.75 && s < 0.95, `one passage in ten replaced: similar (${s})`)
+    // a document contained in one three times longer is not identical to it
+    assert.ok(chunkScore(docA, [...docA, ...docB, ...Array.from({ length: 10 }, passage)], 0.5) < 0.4)
+    // one chunk against one chunk: no background to measure, the cosine stands
+    assert.ok(Math.abs(chunkScore([docA[0]], [docA[1]], 0.5) - docA[0].reduce((t, x, i) => t + x * docA[1][i], 0)) < 1e-6)
+  })
+
+  it('an identical body under another title is "title changed"; other verdicts pass unchanged', () => {
+    assert.deepEqual(titleChanged({ verdict: 'identical', match: 'a', score: 1, title: 'draft' }, 'final'), { verdict: 'title_changed', match: 'a', score: 1 })
+    assert.deepEqual(titleChanged({ verdict: 'identical', match: 'a', score: 1, title: 'final' }, 'final'), { verdict: 'identical', match: 'a', score: 1, title: 'final' })
+    assert.deepEqual(titleChanged({ verdict: 'similar', match: 'a', score: 0.8, title: 'draft' }, 'final'), { verdict: 'similar', match: 'a', score: 0.8, title: 'draft' })
+    assert.deepEqual(titleChanged({ verdict: 'unique' }, 'final'), { verdict: 'unique' })
   })
 })

@@ -1,0 +1,443 @@
+// Near-duplicate detection quality and screening cost (issue 12), on documents built from SciFact abstracts.
+//
+// Every decision goes through the pipeline's own functions: the analyze task's signatures (dedupSignatures),
+// the segment task's chunks and built-in vectors (with the document header, as the pipeline encodes them),
+// stages 1-2 (screenEntries over a KbSignatures), stage 3 (compare) and the title rule (titleChanged), with
+// the default settings. Only the database check "still indexed" is left out: every document here is.
+//
+// (a) false positives: documents of 1, 3, 10 and 30 abstracts, no abstract shared between two of them, fed one
+//     after another into one KB: any verdict but unique is a false positive (target 0);
+// (b) recall: copies of those documents with 1-5 % of their words replaced (by words of the same length; also
+//     reported with words of any length) must be judged identical to their original, copies with one paragraph in ten replaced (a run of sentences, a tenth of the text) similar
+//     (target >= 95 % each); a verbatim copy under another title must be judged title_changed;
+// (c) screening cost per document (stages 1-2, in memory) against 10k and 100k indexed signatures: ours
+//     against a copy of the screen before this change (a scan of every entry: Hamming, then Jaccard and title
+//     similarity), side by side in one run; both must return the same candidates.
+// Beside (a), the same documents through the decision before this change (count-weighted SimHash, no
+// confirmation, raw cosine mean) show what it did: a copy kept here as the baseline.
+//
+//   npx tsx bench/dedup-quality.bench.ts            100 documents per length; screening 200 documents x 5 rounds
+//   npx tsx bench/dedup-quality.bench.ts --quick    40 documents per length (as in the issue); 50 x 3
+//   options: --lengths=1,3 --docs=N --kb-sizes=10000,100000
+import { existsSync } from 'node:fs'
+import os from 'node:os'
+import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { contextHeader } from '../compute/chunk/context.ts'
+import { dedupSignatures, hammingDistance, jaccardEstimate, MINHASH_PRIME, simhashFromHex, titleSimilarity } from '../compute/dedup/index.ts'
+import segment from '../compute/tasks/segment.task.ts'
+import { normalizeForDedup } from '../compute/text/normalize.ts'
+import { resolveSettings } from '../kernel/config/load.ts'
+import type { Settings } from '../kernel/config/schema.ts'
+import { compare, KbSignatures, screenEntries, titleChanged, type Candidate, type FinalVerdict, type Signatures } from '../plugins/docs/dedup.ts'
+import { readBeir } from './eval/beir.ts'
+import { referenceSimhash } from './dedup.bench.ts'
+import { mulberry32 } from './lib/rng.ts'
+
+const DATASETS = process.env.QUARRY_DATASETS ?? '/work/shared/datasets'
+const LENGTHS = [1, 3, 10, 30]
+const WORD_RATES = [0.01, 0.02, 0.03, 0.04, 0.05] as const
+
+export interface DedupQualityOptions {
+  quick?: boolean
+  /** Abstracts per document, one KB per length (default 1, 3, 10, 30). */
+  lengths?: number[]
+  /** Disjoint documents per length (default 40 quick, 100 full). */
+  docs?: number
+  /** Indexed signatures for the screening cost (default [10k, 100k]). */
+  kbSizes?: number[]
+  /** Screened documents per size and round. */
+  queries?: number
+  rounds?: number
+}
+
+interface Doc {
+  id: string
+  title: string
+  text: string
+  sig: Signatures
+  vectors: Float32Array[]
+}
+
+type Verdict = FinalVerdict['verdict']
+
+async function prepare(settings: Settings, id: string, title: string, text: string): Promise<Doc> {
+  const cfg = settings.dedup
+  // as the analyze task: signatures of the page text, the title as the trigram similarity reads it
+  const s = dedupSignatures(text, { ngram: cfg.simhash.ngram, simhash_bits: cfg.simhash.simhash_bits, num_bands: cfg.simhash.num_bands, user_words_path: cfg.minhash.user_words_path })
+  const sig: Signatures = { ...s, title: normalizeForDedup(title) }
+  const pages = [{ page_num: 1, page_label: '1', text }]
+  // as the pipeline with the built-in embedder: the segment task chunks and embeds with the document header
+  const dims = settings.embedding.vector_size
+  const res = await segment({ pages, options: settings.chunking, kind: 'text', builtinDimensions: dims, title: contextHeader(text, title) })
+  return { id, title, text, sig, vectors: unpackVectors(res, dims) }
+}
+
+function unpackVectors(res: Awaited<ReturnType<typeof segment>>, dims: number): Float32Array[] {
+  if (!res.ok) throw new Error(`segment failed: ${res.message}`)
+  return res.value.chunks.map((_, i) => res.value.dense.subarray(i * dims, (i + 1) * dims))
+}
+
+/** One KB as the pipeline keeps it: signatures in memory, chunk vectors in the vector store. */
+class Kb {
+  readonly entries = new KbSignatures()
+  private readonly vectors = new Map<string, Float32Array[]>()
+  private seq = 0
+
+  add(d: Doc): void {
+    this.entries.set(d.id, simhashFromHex(d.sig.simhash), d.sig.minhash, d.sig.title, ++this.seq)
+    this.vectors.set(d.id, d.vectors)
+  }
+
+  remove(id: string): void {
+    this.entries.delete(id)
+    this.vectors.delete(id)
+  }
+
+  /** The pipeline's decision for a new document (stages 1-3 and the title rule). */
+  async decide(d: Doc, settings: Settings): Promise<FinalVerdict> {
+    const early = await screenEntries(this.entries, d.id, d.sig, settings.dedup, async (c) => c)
+    if (early.verdict === 'identical') return titleChanged({ verdict: 'identical', match: early.match, score: 1, title: early.title }, d.sig.title)
+    if (early.verdict === 'unique') return early
+    return titleChanged(await compare(early.candidates, d.vectors, async (id) => this.vectors.get(id) ?? [], settings.dedup), d.sig.title)
+  }
+
+  /** Applies a verdict as the pipeline does: identical is not indexed; otherwise indexed, the match outdated. */
+  apply(d: Doc, v: FinalVerdict): void {
+    if (v.verdict === 'identical') return
+    if (v.verdict !== 'unique') this.remove(v.match)
+    this.add(d)
+  }
+}
+
+// ---- edits ----------------------------------------------------------------------------------------------
+
+/**
+ * Replaces `rate` of the words (whitespace and paragraph breaks kept) with other words: of the same length
+ * (`sameLength`, the layout kept, as a corrected typo or a substituted term does) or of any length.
+ */
+function replaceWords(text: string, rate: number, seed: number, vocab: Vocabulary, sameLength: boolean): string {
+  // words are the letters of a token: punctuation and digits stay, so sentences end where they ended
+  const parts = text.split(/([^A-Za-z]+)/)
+  const words: number[] = []
+  parts.forEach((p, i) => { if (/^[A-Za-z]{2,}$/.test(p)) words.push(i) })
+  const r = mulberry32(seed)
+  const count = Math.max(1, Math.round(words.length * rate))
+  // a partial Fisher-Yates shuffle: `count` distinct positions
+  for (let k = 0; k < count; k++) {
+    const j = k + Math.floor(r() * (words.length - k))
+    ;[words[k], words[j]] = [words[j], words[k]]
+    const pool = (sameLength && vocab.byLength.get(parts[words[k]].length)) || vocab.all
+    let w = pool[Math.floor(r() * pool.length)]
+    if (w === parts[words[k]]) w = pool[(pool.indexOf(w) + 1) % pool.length]
+    parts[words[k]] = w
+  }
+  return parts.join('')
+}
+
+interface Vocabulary { all: string[]; byLength: Map<number, string[]> }
+
+function vocabulary(texts: readonly string[]): Vocabulary {
+  const all = [...new Set(texts.join(' ').split(/\s+/).filter((w) => /^[a-z]{2,}$/i.test(w)))]
+  const byLength = new Map<number, string[]>()
+  for (const w of all) {
+    const list = byLength.get(w.length) ?? []
+    list.push(w)
+    byLength.set(w.length, list)
+  }
+  return { all, byLength }
+}
+
+const sentencesOf = (paragraph: string) => paragraph.split(/(?<=[.!?])\s+/).filter((s) => s !== '')
+
+/**
+ * One paragraph in ten replaced: a run of consecutive sentences holding a tenth of the text's characters is
+ * replaced by as many characters of other text (`filler`, cut at a word), paragraph breaks kept.
+ */
+function replaceParagraph(text: string, seed: number, filler: string): string {
+  const paragraphs = text.split('\n\n').map(sentencesOf)
+  const flat: { p: number; s: number; len: number }[] = []
+  paragraphs.forEach((ss, p) => ss.forEach((x, s) => flat.push({ p, s, len: x.length + 1 })))
+  const total = flat.reduce((a, x) => a + x.len, 0)
+  const r = mulberry32(seed)
+  // the run ends inside the text: start early enough that a tenth fits after it
+  let budget = total / 10
+  let end = flat.length
+  let tail = 0
+  while (end > 0 && tail < budget) tail += flat[--end].len
+  let i = Math.floor(r() * (end + 1))
+  let from = 0
+  while (budget > 0 && i < flat.length) {
+    const { p, s, len } = flat[i++]
+    let cut = filler.lastIndexOf(' ', from + len - 1)
+    if (cut <= from) cut = from + len - 1
+    paragraphs[p][s] = filler.slice(from, cut)
+    from = cut + 1
+    budget -= len
+  }
+  return paragraphs.map((ss) => ss.join(' ')).join('\n\n')
+}
+
+// ---- the decision before this change (baseline) ------------------------------------------------------------
+
+interface OldEntry { simhash: Uint32Array; minhash: Uint32Array; title: string }
+
+/** The screen as it was: every entry's Hamming distance, then (if none) every entry's Jaccard and title. */
+function oldScreen(entries: Map<string, OldEntry>, selfId: string, mine: Uint32Array, minhash: Uint32Array, title: string, cfg: Settings['dedup']):
+  { verdict: 'identical'; match: string } | { verdict: 'compare'; candidates: string[] } | { verdict: 'unique' } {
+  const stage1: { id: string; d: number }[] = []
+  for (const [id, e] of entries) {
+    if (id === selfId) continue
+    const d = hammingDistance(mine, e.simhash)
+    if (d <= cfg.simhash.hamming_similar_threshold) stage1.push({ id, d })
+  }
+  if (stage1.length > 0) {
+    stage1.sort((a, b) => a.d - b.d)
+    if (stage1[0].d <= cfg.simhash.hamming_identical_threshold) return { verdict: 'identical', match: stage1[0].id }
+    return { verdict: 'compare', candidates: stage1.map((c) => c.id) }
+  }
+  const { jaccard_threshold, title_fuzzy_threshold, title_only_min_jaccard_floor } = cfg.minhash
+  const stage2: { id: string; j: number }[] = []
+  for (const [id, e] of entries) {
+    if (id === selfId) continue
+    const j = jaccardEstimate(minhash, e.minhash)
+    if (j >= jaccard_threshold || (j >= title_only_min_jaccard_floor && titleSimilarity(title, e.title) >= title_fuzzy_threshold)) stage2.push({ id, j })
+  }
+  if (stage2.length > 0) return { verdict: 'compare', candidates: stage2.sort((a, b) => b.j - a.j).map((c) => c.id) }
+  return { verdict: 'unique' }
+}
+
+/** Stage 3 as it was: the mean of raw best cosines at or above the match threshold. */
+function oldChunkScore(fresh: readonly Float32Array[], other: readonly Float32Array[], matchThreshold: number): number {
+  if (fresh.length === 0 || other.length === 0) return 0
+  let sum = 0
+  for (const v of fresh) {
+    let best = 0
+    for (const w of other) {
+      let dot = 0
+      for (let i = 0; i < v.length; i++) dot += v[i] * w[i]
+      if (dot > best) best = dot // both L2-normalised
+    }
+    if (best >= matchThreshold) sum += best
+  }
+  return (sum / fresh.length) * (Math.min(fresh.length, other.length) / Math.max(fresh.length, other.length))
+}
+
+/** The old decision flow on the same documents, with the count-weighted SimHash (the string reference). */
+function oldDecisions(docs: Doc[], settings: Settings): Record<Verdict, number> {
+  const cfg = settings.dedup
+  const entries = new Map<string, OldEntry>()
+  const vectors = new Map<string, Float32Array[]>()
+  const counts: Record<Verdict, number> = { unique: 0, identical: 0, similar: 0, title_changed: 0 }
+  for (const d of docs) {
+    const sim = simhashFromHex(referenceSimhash(d.text, cfg.simhash.ngram, true))
+    const early = oldScreen(entries, d.id, sim, d.sig.minhash, d.sig.title, cfg)
+    let verdict: Verdict = early.verdict === 'compare' ? 'unique' : early.verdict
+    if (early.verdict === 'compare') {
+      const c = cfg.chunk_compare
+      const score = oldChunkScore(d.vectors, vectors.get(early.candidates[0]) ?? [], c.chunk_match_threshold)
+      verdict = score >= c.body_identical_threshold ? 'identical' : score >= c.body_similar_threshold ? 'similar' : 'unique'
+      if (verdict === 'similar') entries.delete(early.candidates[0])
+    }
+    counts[verdict]++
+    if (verdict !== 'identical') {
+      entries.set(d.id, { simhash: sim, minhash: d.sig.minhash, title: d.sig.title })
+      vectors.set(d.id, d.vectors)
+    }
+  }
+  return counts
+}
+
+// ---- screening cost ---------------------------------------------------------------------------------------
+
+function randomSignature(r: () => number, near?: Signatures): Signatures {
+  const minhash = new Uint32Array(128)
+  for (let i = 0; i < 128; i++) minhash[i] = near && r() < 0.7 ? near.minhash[i] : Math.floor(r() * MINHASH_PRIME)
+  const hex = () => Math.floor(r() * 2 ** 32).toString(16).padStart(8, '0')
+  return { simhash: near && r() < 0.5 ? near.simhash : hex() + hex(), bands: [], minhash, title: `document ${Math.floor(r() * 1e6)}` }
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+
+function screeningCost(size: number, queries: number, rounds: number, settings: Settings) {
+  const cfg = settings.dedup
+  const r = mulberry32(size)
+  const ours = new KbSignatures()
+  const old = new Map<string, OldEntry>()
+  const qs = Array.from({ length: queries }, () => randomSignature(r))
+  for (let i = 0; i < size; i++) {
+    // a few entries are near-copies of a query (Jaccard about 0.7), so both screens have candidates to find
+    const sig = i < queries / 4 ? randomSignature(r, qs[i]) : randomSignature(r)
+    const id = `e${i}`
+    ours.set(id, simhashFromHex(sig.simhash), sig.minhash, sig.title, i + 1)
+    old.set(id, { simhash: simhashFromHex(sig.simhash), minhash: sig.minhash, title: sig.title })
+  }
+  const runOurs = () => qs.map((q) => {
+    const found = ours.scan('self', q, cfg)
+    const ids = (found.stage1.length > 0 ? found.stage1 : found.stage2()).map((c: Candidate) => c.doc_id)
+    return ids.sort().join(',')
+  })
+  const runOld = () => qs.map((q) => {
+    const v = oldScreen(old, 'self', simhashFromHex(q.simhash), q.minhash, q.title, cfg)
+    return v.verdict === 'unique' ? '' : v.verdict === 'identical' ? v.match : [...v.candidates].sort().join(',')
+  })
+  // same candidates (an "identical" of the old screen names only its closest one)
+  const a = runOurs()
+  const b = runOld()
+  const same = a.every((x, i) => x === b[i] || (b[i] !== '' && x.split(',').includes(b[i])))
+  if (!same) throw new Error(`screening at ${size}: our candidates differ from the full scan's`)
+  const tOurs: number[] = []
+  const tOld: number[] = []
+  for (let k = 0; k < rounds; k++) {
+    let t = performance.now()
+    runOurs()
+    tOurs.push((performance.now() - t) / queries)
+    t = performance.now()
+    runOld()
+    tOld.push((performance.now() - t) / queries)
+  }
+  const us = (ms: number) => +(ms * 1000).toFixed(1)
+  return {
+    entries: size, queries, rounds,
+    ours_us: us(median(tOurs)), ours_us_range: [us(Math.min(...tOurs)), us(Math.max(...tOurs))],
+    before_us: us(median(tOld)), before_us_range: [us(Math.min(...tOld)), us(Math.max(...tOld))],
+    ratio: +(median(tOld) / median(tOurs)).toFixed(1),
+  }
+}
+
+// ---- run --------------------------------------------------------------------------------------------------
+
+const pct = (x: number, n: number) => (n === 0 ? 0 : +((100 * x) / n).toFixed(1))
+
+export async function run(opts: DedupQualityOptions = {}): Promise<Record<string, unknown>> {
+  const machine = { cpu: os.cpus()[0]?.model ?? 'unknown', cores: os.cpus().length, node: process.version }
+  const dir = join(DATASETS, 'scifact')
+  if (!existsSync(join(dir, 'corpus.jsonl'))) return { machine, error: `SciFact not found under ${DATASETS} (set QUARRY_DATASETS)` }
+  const settings = resolveSettings({}).settings
+  const perLength = opts.docs ?? (opts.quick ? 40 : 100)
+  const kbSizes = opts.kbSizes ?? [10_000, 100_000]
+  // the full scan of the baseline takes about 0.1-0.25 s per document at 100k entries
+  const queries = opts.queries ?? (opts.quick ? 50 : 200)
+  const rounds = opts.rounds ?? (opts.quick ? 3 : 5)
+  const abstracts = readBeir(dir).corpus.map((d) => d.text).filter((t) => t.length > 200)
+  const lengths = opts.lengths ?? LENGTHS
+  const needed = perLength * lengths.reduce((a, k) => a + k, 0)
+  // the abstracts after those the documents use supply replacement words and paragraphs
+  const spare = abstracts.slice(needed)
+  if (spare.length < 100) throw new Error(`SciFact has ${abstracts.length} usable abstracts; ${needed} + 100 are needed for ${perLength} documents per length`)
+  const vocab = vocabulary(spare)
+  console.log(`machine: ${machine.cpu}, ${machine.cores} cores, Node ${machine.node}`)
+  console.log(`SciFact: ${perLength} disjoint documents per length (${lengths.join(', ')} abstracts each), default dedup settings, built-in embedder (${settings.embedding.vector_size} dimensions)`)
+
+  const byLength: Record<string, unknown>[] = []
+  let fp = 0
+  let fpBefore = 0
+  let pairs = 0
+  let identicalHits = 0
+  let identicalTrials = 0
+  let anyLengthIdentical = 0
+  let similarHits = 0
+  let similarTrials = 0
+  let titleHits = 0
+  let at = 0
+  for (const k of lengths) {
+    const docs: Doc[] = []
+    for (let i = 0; i < perLength; i++) {
+      docs.push(await prepare(settings, `k${k}-d${i}`, `report-${k}-${i}`, abstracts.slice(at, at + k).join('\n\n')))
+      at += k
+    }
+    // (a) one after another into one KB
+    const kb = new Kb()
+    const verdicts: Record<Verdict, number> = { unique: 0, identical: 0, similar: 0, title_changed: 0 }
+    for (const d of docs) {
+      const v = await kb.decide(d, settings)
+      verdicts[v.verdict]++
+      kb.apply(d, v)
+    }
+    const falsePositives = perLength - verdicts.unique
+    const before = oldDecisions(docs, settings)
+    fp += falsePositives
+    fpBefore += perLength - before.unique
+    pairs += (perLength * (perLength - 1)) / 2
+
+    // (b) edited copies, each decided against the KB of all originals (not added)
+    const full = new Kb()
+    for (const d of docs) full.add(d)
+    const wordHits: Record<string, number> = {}
+    const anyLengthHits: Record<string, number> = {}
+    let para = 0
+    let title = 0
+    const misses: string[] = []
+    for (const [n, d] of docs.entries()) {
+      for (const rate of WORD_RATES) {
+        for (const sameLength of [true, false]) {
+          const copy = await prepare(settings, `${d.id}-w${rate}${sameLength ? '' : '-any'}`, d.title, replaceWords(d.text, rate, n * 100 + rate * 100, vocab, sameLength))
+          const v = await full.decide(copy, settings)
+          const hit = v.verdict === 'identical' && v.match === d.id
+          const tally = sameLength ? wordHits : anyLengthHits
+          if (hit) tally[rate] = (tally[rate] ?? 0) + 1
+          else if (misses.length < 5) misses.push(`${copy.id}: ${v.verdict}${'score' in v ? ` ${v.score.toFixed(3)}` : ''}`)
+        }
+      }
+      const edited = await prepare(settings, `${d.id}-p`, d.title, replaceParagraph(d.text, n, spare.slice(n % 50, n % 50 + 8).join(' ')))
+      const v = await full.decide(edited, settings)
+      if (v.verdict === 'similar' && v.match === d.id) para++
+      else if (misses.length < 10) misses.push(`${edited.id}: ${v.verdict}${'score' in v ? ` ${v.score.toFixed(3)}` : ''}`)
+      const renamed = await prepare(settings, `${d.id}-t`, `${d.title} (final)`, d.text)
+      const t = await full.decide(renamed, settings)
+      if (t.verdict === 'title_changed' && t.match === d.id) title++
+    }
+    const wordTotal = Object.values(wordHits).reduce((a, x) => a + x, 0)
+    const anyTotal = Object.values(anyLengthHits).reduce((a, x) => a + x, 0)
+    anyLengthIdentical += anyTotal
+    identicalHits += wordTotal
+    identicalTrials += perLength * WORD_RATES.length
+    similarHits += para
+    similarTrials += perLength
+    titleHits += title
+    const chunks = docs.reduce((a, d) => a + d.vectors.length, 0) / perLength
+    const row = {
+      abstracts: k, documents: perLength, chunks_per_doc: +chunks.toFixed(1), verdicts, false_positives: falsePositives,
+      false_positives_before: perLength - before.unique, verdicts_before: before,
+      identical_recall_pct: pct(wordTotal, perLength * WORD_RATES.length),
+      identical_recall_by_rate_pct: Object.fromEntries(WORD_RATES.map((r) => [`${r * 100}%`, pct(wordHits[r] ?? 0, perLength)])),
+      identical_recall_any_length_pct: pct(anyTotal, perLength * WORD_RATES.length),
+      similar_recall_pct: pct(para, perLength), title_changed_pct: pct(title, perLength), misses,
+    }
+    byLength.push(row)
+    console.log(`${String(k).padStart(2)} abstracts (${row.chunks_per_doc} chunks): false positives ${falsePositives}/${perLength} (before: ${row.false_positives_before}/${perLength}, ${before.identical} identical, ${before.similar} similar); ` +
+      `identical recall ${row.identical_recall_pct} % (${WORD_RATES.map((r) => `${r * 100}%: ${row.identical_recall_by_rate_pct[`${r * 100}%`]}`).join(', ')}); (words of any length: ${row.identical_recall_any_length_pct} %); similar recall ${row.similar_recall_pct} %; title changed ${row.title_changed_pct} %`)
+    if (misses.length > 0) console.log(`   misses: ${misses.join('; ')}`)
+  }
+
+  const screening = kbSizes.map((size) => screeningCost(size, queries, rounds, settings))
+  for (const s of screening) {
+    console.log(`screening against ${s.entries} signatures: ${s.ours_us} us/document (before: ${s.before_us} us), ${s.ratio}x faster`)
+  }
+  const result = {
+    machine,
+    sizes: { lengths, documents_per_length: perLength, word_rates: [...WORD_RATES], kb_sizes: kbSizes, queries, rounds },
+    by_length: byLength,
+    false_positives: fp, false_positives_before: fpBefore, document_pairs: pairs,
+    identical_recall_pct: pct(identicalHits, identicalTrials), identical_recall_any_length_pct: pct(anyLengthIdentical, identicalTrials), similar_recall_pct: pct(similarHits, similarTrials),
+    title_changed_pct: pct(titleHits, similarTrials),
+    screening,
+    targets: { false_positives: 0, identical_recall_pct: 95, similar_recall_pct: 95 },
+  }
+  const mark = (ok: boolean) => (ok ? 'met' : 'NOT MET')
+  console.log(`false positives: ${fp} over ${pairs} document pairs (target 0: ${mark(fp === 0)}); before this change: ${fpBefore}`)
+  console.log(`identical recall (1-5 % of words changed): ${result.identical_recall_pct} % (target >= 95 %: ${mark(result.identical_recall_pct >= 95)})`)
+  console.log(`  the same with replacement words of any length (the text grows about 2 %, chunk boundaries move): ${result.identical_recall_any_length_pct} %`)
+  console.log(`similar recall (one paragraph in ten replaced): ${result.similar_recall_pct} % (target >= 95 %: ${mark(result.similar_recall_pct >= 95)})`)
+  console.log(`title changed (verbatim copy, new title): ${result.title_changed_pct} %`)
+  return result
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const arg = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1]
+  await run({
+    quick: process.argv.includes('--quick'),
+    lengths: arg('lengths')?.split(',').map(Number), docs: arg('docs') ? Number(arg('docs')) : undefined,
+    kbSizes: arg('kb-sizes')?.split(',').map(Number),
+  })
+}
