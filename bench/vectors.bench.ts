@@ -26,7 +26,7 @@ import { idf } from '../adapters/vectors/sparse-index.ts'
 import { TopK } from '../adapters/vectors/top-k.ts'
 import { mulberry32 as rng } from './lib/rng.ts'
 
-type Dist = 'clustered' | 'uniform'
+export type Dist = 'clustered' | 'uniform'
 export interface VectorsBenchOptions {
   quick: boolean
   n?: number
@@ -36,11 +36,11 @@ export interface VectorsBenchOptions {
 }
 
 const KB = 'bench'
-const VOCAB = 30_000
+export const VOCAB = 30_000
 const TERMS_PER_CHUNK = 60
-const CHUNKS_PER_DOC = 20
+export const CHUNKS_PER_DOC = 20
 
-// ---- deterministic data ------------------------------------------------------------------------------
+// ---- deterministic data (bench/filter.bench.ts builds its collection from the same generators) ----------
 
 
 function gaussians(r: () => number, out: Float32Array, scale = 1): void {
@@ -62,7 +62,7 @@ function normalize(v: Float32Array): Float32Array {
 }
 
 /** Row-major unit vectors: uniform on the sphere, or topic -> document -> chunk around centres. */
-function denseData(n: number, dims: number, dist: Dist, seed: number): Float32Array {
+export function denseData(n: number, dims: number, dist: Dist, seed: number): Float32Array {
   const r = rng(seed)
   const out = new Float32Array(n * dims)
   const noise = new Float32Array(dims)
@@ -97,7 +97,7 @@ function denseData(n: number, dims: number, dist: Dist, seed: number): Float32Ar
   return out
 }
 
-function queryVectors(data: Float32Array, n: number, dims: number, dist: Dist, count: number, seed: number): Float32Array[] {
+export function queryVectors(data: Float32Array, n: number, dims: number, dist: Dist, count: number, seed: number): Float32Array[] {
   const r = rng(seed)
   const noise = new Float32Array(dims)
   return Array.from({ length: count }, () => {
@@ -114,7 +114,7 @@ function queryVectors(data: Float32Array, n: number, dims: number, dist: Dist, c
   })
 }
 
-function zipfSampler(r: () => number, vocab: number, s = 1.0) {
+export function zipfSampler(r: () => number, vocab: number, s = 1.0) {
   const cdf = new Float64Array(vocab)
   let acc = 0
   for (let i = 0; i < vocab; i++) cdf[i] = acc += 1 / Math.pow(i + 1, s)
@@ -132,7 +132,7 @@ function zipfSampler(r: () => number, vocab: number, s = 1.0) {
   }
 }
 
-function sparseVector(r: () => number, zipf: () => number, terms: number, tf: boolean): SparseVector {
+export function sparseVector(r: () => number, zipf: () => number, terms: number, tf: boolean): SparseVector {
   const m = new Map<number, number>()
   let guard = 0
   while (m.size < terms && guard++ < terms * 50) {
@@ -143,7 +143,7 @@ function sparseVector(r: () => number, zipf: () => number, terms: number, tf: bo
   return { indices: Uint32Array.from(entries.map((e) => e[0])), values: Float32Array.from(entries.map((e) => e[1])) }
 }
 
-function sparseData(n: number, seed: number): SparseVector[] {
+export function sparseData(n: number, seed: number): SparseVector[] {
   const r = rng(seed)
   const zipf = zipfSampler(r, VOCAB)
   return Array.from({ length: n }, () => sparseVector(r, zipf, TERMS_PER_CHUNK, true))
@@ -151,7 +151,7 @@ function sparseData(n: number, seed: number): SparseVector[] {
 
 const WORDS = 'the of and to in is for on with as by that this from are be at or an it was which data search index vector query document chunk service latency memory restart'.split(' ')
 
-function payloadOf(i: number, r: () => number): ChunkPayload {
+export function payloadOf(i: number, r: () => number): ChunkPayload {
   let text = ''
   while (text.length < 700) text += WORDS[Math.floor(r() * WORDS.length)] + ' '
   const doc = Math.floor(i / CHUNKS_PER_DOC)
@@ -242,9 +242,12 @@ async function runChild(mode: string, dir: string, sizes: Sizes): Promise<Record
 
 // ---- baselines -------------------------------------------------------------------------------------
 
-function exactDense(data: Float32Array, n: number, dims: number, q: Float32Array, k: number) {
+/** The k rows of `data` nearest q by dot product (unit vectors: cosine); only `rows` when given (a filtered search's truth). */
+export function exactDense(data: Float32Array, n: number, dims: number, q: Float32Array, k: number, rows?: ArrayLike<number>) {
   const top = new TopK(k)
-  for (let i = 0; i < n; i++) {
+  const m = rows === undefined ? n : rows.length
+  for (let r = 0; r < m; r++) {
+    const i = rows === undefined ? r : rows[r]
     const off = i * dims
     let s = 0
     for (let j = 0; j < dims; j++) s += q[j] * data[off + j]

@@ -19,6 +19,7 @@ import type { ChunkPayload, SparseVector, VectorHit, VectorPoint, VectorQuery } 
 import { DenseIndex, type DenseIndexOptions, type HnswParams, type Usearch } from './dense-index.ts'
 import { PayloadTable } from './payloads.ts'
 import { dimensionMismatch, invalidPoint, pointProblem } from './errors.ts'
+import { checkFilter, selectRows, type RowSet } from './filter.ts'
 import { exists, fsyncDir, fsyncFile, writeFileAtomic } from './files.ts'
 import { readSnapshot, writeSnapshot, type SnapshotCapture } from './snapshot.ts'
 import { SparseIndex } from './sparse-index.ts'
@@ -78,6 +79,8 @@ export class Collection {
   private idleTimer: NodeJS.Timeout | undefined
   private closed = false
   private readonly scratchSeen = new Set<number>()
+  /** Reused by filtered searches (they run synchronously, one at a time). */
+  private scratchRows: RowSet | undefined
 
   private constructor(kbId: string, dir: string, dims: number, usearch: Usearch, opts: CollectionOptions, manifest: Manifest) {
     this.kbId = kbId
@@ -137,13 +140,20 @@ export class Collection {
     const k = Math.floor(query.limit)
     const out = { dense: [] as VectorHit[], sparse: [] as VectorHit[] }
     if (!(k > 0)) return out
+    if (query.dense !== undefined && query.dense.length !== this.dims) throw dimensionMismatch(this.kbId, this.dims, query.dense.length)
+    let subset: RowSet | undefined
+    if (query.filter !== undefined) {
+      if (checkFilter(this.kbId, query.filter)) return out
+      const view = { rowsEnd: this.dense.rowsEnd, live: this.dense.liveFlags, docRows: this.docRows, payloads: this.payloads }
+      subset = this.scratchRows = selectRows(query.filter, view, this.scratchRows)
+      if (subset.count === 0) return out
+    }
     if (query.dense !== undefined) {
-      if (query.dense.length !== this.dims) throw dimensionMismatch(this.kbId, this.dims, query.dense.length)
-      const r = this.dense.search(query.dense, k, query.effort)
+      const r = this.dense.search(query.dense, k, query.effort, subset)
       out.dense = this.hits(r.rows, r.scores)
     }
     if (query.sparse !== undefined && query.sparse.indices.length > 0) {
-      const r = this.sparse.search(query.sparse, k)
+      const r = this.sparse.search(query.sparse, k, subset)
       out.sparse = this.hits(r.rows, r.scores)
     }
     return out
@@ -476,6 +486,7 @@ export class Collection {
       for (let i = 0; i < data.rows.length; i++) this.dense.adopt(data.rows[i], data.norms[i], graphLoaded && data.inGraph[i] === 1)
       this.sparse.restore(data.rows, data.sparse, data.postings, data.rowsEnd)
       this.payloads.restore(data.rows, data.chunkIds, data.docIds, data.chunkIndex, data.payloadBlob, data.payloadOffsets, data.rowsEnd)
+      this.payloads.fillColumnsSoon()
       for (let i = 0; i < data.rows.length; i++) {
         const row = data.rows[i]
         this.chunkRow.set(data.chunkIds[i], row)
@@ -526,6 +537,7 @@ export class Collection {
     while (this.looping) await this.loopDone
     await this.snapshotTask?.catch(() => {})
     this.dense.stop()
+    this.payloads.stop()
     await this.wal.close()
   }
 

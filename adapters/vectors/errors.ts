@@ -42,3 +42,7 @@ export function pointProblem(p: { dense: Float32Array; sparse: { indices: Uint32
   }
   return null
 }
+
+/** A search filter of the wrong shape (the search service validates user input first, so a caller bug): 500. */
+export const invalidFilter = (kbId: string, message: string) =>
+  new AppError('INVALID_VECTOR_FILTER', 500, `Vector collection '${kbId}': ${message}`)

@@ -2,6 +2,9 @@
 // the snapshot's blob and are parsed only when a search returns them (a dozen parses per query instead
 // of 100k at start, and bytes off the JS heap); rows written since hold the object. The ids and
 // chunk_index every row needs (maps, deletes, docVectors) are kept apart, unparsed payload or not.
+// The fields a search filter reads (source_type, doc_type, source, updated_at) are columns beside them: filled on
+// write, and for snapshot rows in the background after the start (one parse per row, once; a filtered search
+// that comes first finishes the job), so that opening a collection stays a handful of large reads.
 import type { ChunkPayload, VectorHit } from '../ports.ts'
 
 class StoredHit implements VectorHit {
@@ -31,6 +34,17 @@ export class PayloadTable {
   private blobOffsets: Float64Array | null = null
   /** Row -> entry of blobOffsets, -1 when the row holds an object (or nothing). */
   private blobEntry = new Int32Array(1024).fill(-1)
+  // Filter columns: source_type, doc_type and source as codes of interned strings (0: absent or not a string),
+  // updated_at as epoch ms (NaN: absent or not a date, which no time condition matches, as in Qdrant).
+  private sourceTypeCol = new Int32Array(1024)
+  private docTypeCol = new Int32Array(1024)
+  private sourceCol = new Int32Array(1024)
+  private updatedCol = new Float64Array(1024)
+  /** Never shrinks: a value stays interned after its last row is deleted (one string per distinct value ever written). */
+  private readonly codes = new Map<string, number>()
+  /** Snapshot rows from this row on may have their filter columns unfilled (blobEntry.length: none). */
+  private columnsFrom = Number.MAX_SAFE_INTEGER
+  private filling: NodeJS.Immediate | undefined
 
   set(row: number, payload: ChunkPayload): void {
     this.ensure(row + 1)
@@ -39,6 +53,69 @@ export class PayloadTable {
     this.chunkIds[row] = payload.chunk_id
     this.docIds[row] = payload.doc_id
     this.chunkIndex[row] = payload.chunk_index
+    this.fillColumns(row, payload)
+  }
+
+  /** The code of a source_type, doc_type or source value; undefined when no row was ever written with it. */
+  codeOf(value: string): number | undefined {
+    // Snapshot rows intern their values when their columns are filled.
+    this.columns()
+    return this.codes.get(value)
+  }
+
+  /** Codes of the interned strings starting with prefix (one per distinct value, not per row). */
+  codesWithPrefix(prefix: string): number[] {
+    this.columns()
+    const out: number[] = []
+    for (const [value, code] of this.codes) if (value.startsWith(prefix)) out.push(code)
+    return out
+  }
+
+  /** The filter columns, complete for every live row (snapshot rows not reached by fillColumnsSoon are parsed now). */
+  columns(): { sourceType: Int32Array; docType: Int32Array; source: Int32Array; updatedMs: Float64Array } {
+    this.fillSnapshotColumns(Number.MAX_SAFE_INTEGER)
+    return { sourceType: this.sourceTypeCol, docType: this.docTypeCol, source: this.sourceCol, updatedMs: this.updatedCol }
+  }
+
+  /**
+   * Fills the snapshot rows' filter columns in the background, in slices of about 8 ms, so that the first filtered
+   * search after a start does not parse every payload (100k rows: 0.4-1.3 s) while a client waits.
+   */
+  fillColumnsSoon(): void {
+    if (this.filling !== undefined || this.columnsFrom >= this.blobEntry.length) return
+    this.filling = setImmediate(() => {
+      this.filling = undefined
+      this.fillSnapshotColumns(2000)
+      this.fillColumnsSoon()
+    })
+  }
+
+  stop(): void {
+    if (this.filling !== undefined) clearImmediate(this.filling)
+    this.filling = undefined
+  }
+
+  private fillSnapshotColumns(maxRows: number): void {
+    const end = Math.min(this.blobEntry.length, this.columnsFrom + maxRows)
+    for (let row = this.columnsFrom; row < end; row++) {
+      const entry = this.blobEntry[row]
+      if (entry >= 0) this.fillColumns(row, JSON.parse(this.blob!.toString('utf8', this.blobOffsets![entry], this.blobOffsets![entry + 1])) as ChunkPayload)
+    }
+    this.columnsFrom = end >= this.blobEntry.length ? Number.MAX_SAFE_INTEGER : end
+  }
+
+  private fillColumns(row: number, payload: ChunkPayload): void {
+    this.sourceTypeCol[row] = this.intern(payload.source_type)
+    this.docTypeCol[row] = this.intern(payload.doc_type)
+    this.sourceCol[row] = this.intern(payload.source)
+    this.updatedCol[row] = typeof payload.updated_at === 'string' ? Date.parse(payload.updated_at) : NaN
+  }
+
+  private intern(value: unknown): number {
+    if (typeof value !== 'string') return 0
+    let code = this.codes.get(value)
+    if (code === undefined) this.codes.set(value, (code = this.codes.size + 1))
+    return code
   }
 
   /** Rows of a snapshot: ids in the clear, payloads left as JSON in `blob` (entry i spans offsets[i]..offsets[i+1]). */
@@ -54,6 +131,7 @@ export class PayloadTable {
       this.docIds[row] = docIds[i]
       this.chunkIndex[row] = chunkIndex[i]
     }
+    this.columnsFrom = rows.length > 0 ? 0 : Number.MAX_SAFE_INTEGER
   }
 
   delete(row: number): void {
@@ -91,5 +169,13 @@ export class PayloadTable {
     const be = new Int32Array(cap).fill(-1)
     be.set(this.blobEntry)
     this.blobEntry = be
+    const grow = <T extends Int32Array | Float64Array>(a: T, b: T): T => {
+      b.set(a)
+      return b
+    }
+    this.sourceTypeCol = grow(this.sourceTypeCol, new Int32Array(cap))
+    this.docTypeCol = grow(this.docTypeCol, new Int32Array(cap))
+    this.sourceCol = grow(this.sourceCol, new Int32Array(cap))
+    this.updatedCol = grow(this.updatedCol, new Float64Array(cap))
   }
 }

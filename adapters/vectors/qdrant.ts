@@ -1,16 +1,18 @@
 // The Qdrant driver (REST, @qdrant/js-client-rest). One collection per KB, named <prefix><kb_id>, with a
 // named dense vector `dense` (cosine, embedding.vector_size) and a named sparse vector `sparse` whose
-// query weights Qdrant multiplies by the collection's IDF (`modifier: idf`), plus a keyword payload index
-// on doc_id for deletes and docVectors. Point ids are UUIDs derived from chunk_id (Qdrant accepts only
-// unsigned integers and UUIDs); the payload keeps chunk_id and the rest of ChunkPayload.
+// query weights Qdrant multiplies by the collection's IDF (`modifier: idf`), plus payload indexes on the
+// fields deletes, docVectors and search filters read (PAYLOAD_INDEXES). Point ids are UUIDs derived from
+// chunk_id (Qdrant accepts only unsigned integers and UUIDs); the payload keeps chunk_id and the rest of
+// ChunkPayload.
 //
 // search sends one request, POST /collections/{name}/points/query/batch, with a dense and a sparse query:
 // the port hands both ranked lists to the caller, which fuses them itself (RRF per KB and across KBs), so
 // a server-side fusion query (prefetch + fusion) would lose what the caller needs.
 import { createHash } from 'node:crypto'
 import { AppError, serviceUnavailable } from '../../kernel/errors.ts'
-import type { ChunkPayload, VectorHit, VectorPoint, VectorQuery, VectorStore } from '../ports.ts'
+import type { ChunkPayload, VectorFilter, VectorHit, VectorPoint, VectorQuery, VectorStore } from '../ports.ts'
 import { checkKbId, dimensionMismatch, invalidPoint, pointProblem } from './errors.ts'
+import { checkFilter } from './filter.ts'
 
 export interface QdrantVectorStoreOptions {
   host: string
@@ -51,6 +53,50 @@ export function pointId(chunkId: string): string {
 }
 
 const docFilter = (docId: string) => ({ must: [{ key: 'doc_id', match: { value: docId } }] })
+
+/**
+ * Payload indexes every collection gets (missing ones are added to collections made before them): doc_id for
+ * deletes and docVectors, the rest for search filters. Qdrant plans a filtered search with them (cardinality
+ * estimate, then payload-aware HNSW links or an exact scan of a small filtered set), so a filter is applied
+ * inside the search, not to its top `limit`. updated_at is an RFC 3339 string: a datetime index compares it
+ * as a time.
+ */
+export const PAYLOAD_INDEXES = [
+  { field_name: 'doc_id', field_schema: 'keyword' },
+  { field_name: 'source_type', field_schema: 'keyword' },
+  { field_name: 'doc_type', field_schema: 'keyword' },
+  // `prefix: true` serves `match: {prefix}` (Qdrant 1.19; an older server refuses the index, and the error names it).
+  { field_name: 'source', field_schema: { type: 'keyword', prefix: true } },
+  { field_name: 'updated_at', field_schema: 'datetime' },
+] as const
+
+type IndexInfo = { data_type?: string; params?: { prefix?: boolean | null } | null }
+
+/** Whether an existing payload index serves what `schema` asks for (a keyword index made without `prefix` does not serve prefix matches). */
+function indexMatches(info: IndexInfo | undefined, schema: (typeof PAYLOAD_INDEXES)[number]['field_schema']): boolean {
+  if (info === undefined) return false
+  if (typeof schema === 'string') return info.data_type === schema
+  return info.data_type === schema.type && info.params?.prefix === schema.prefix
+}
+
+/**
+ * VectorQuery.filter as a Qdrant Filter: every condition under `must`; lists as `match.any`, the source prefix as
+ * `match.prefix`, times as a datetime `range`.
+ */
+export function qdrantFilter(f: VectorFilter): { must: Record<string, unknown>[] } {
+  const must: Record<string, unknown>[] = []
+  if (f.docIds !== undefined) must.push({ key: 'doc_id', match: { any: [...f.docIds] } })
+  if (f.sourceTypes !== undefined) must.push({ key: 'source_type', match: { any: [...f.sourceTypes] } })
+  if (f.docTypes !== undefined) must.push({ key: 'doc_type', match: { any: [...f.docTypes] } })
+  if (f.sourcePrefix !== undefined) must.push({ key: 'source', match: { prefix: f.sourcePrefix } })
+  if (f.updatedAfter !== undefined || f.updatedBefore !== undefined) {
+    const range: Record<string, string> = {}
+    if (f.updatedAfter !== undefined) range.gte = new Date(f.updatedAfter).toISOString()
+    if (f.updatedBefore !== undefined) range.lt = new Date(f.updatedBefore).toISOString()
+    must.push({ key: 'updated_at', range })
+  }
+  return { must }
+}
 
 function statusOf(err: unknown): number | undefined {
   const s = (err as { status?: unknown } | null)?.status
@@ -118,7 +164,7 @@ export async function createQdrantVectorStore(options: QdrantVectorStoreOptions)
   const ABSENT = Symbol('absent')
 
   /** The dense size of an existing collection, or null when it has none; throws when it was not made by us. */
-  const describe = async (kbId: string, name: string): Promise<{ size: number; indexed: boolean } | null> => {
+  const describe = async (kbId: string, name: string): Promise<{ size: number; indexed: Record<string, IndexInfo> } | null> => {
     const info = await call(`read collection ${name}`, () => reader.getCollection(name), ABSENT)
     if (info === ABSENT) return null
     const vectors = info.config.params.vectors as Record<string, { size?: number } | undefined> | undefined
@@ -127,7 +173,7 @@ export async function createQdrantVectorStore(options: QdrantVectorStoreOptions)
     if (typeof size !== 'number' || sparse === undefined) {
       throw new AppError('VECTOR_COLLECTION_INCOMPATIBLE', 500, `Qdrant collection '${name}' exists without the named vectors '${DENSE}' and '${SPARSE}'; delete it and re-index KB '${kbId}'`)
     }
-    return { size, indexed: (info.payload_schema as Record<string, unknown> | undefined)?.doc_id !== undefined }
+    return { size, indexed: (info.payload_schema as Record<string, IndexInfo> | undefined) ?? {} }
   }
 
   /** Creates the collection unless it exists; `described` skips the read when the caller just made it. */
@@ -154,8 +200,9 @@ export async function createQdrantVectorStore(options: QdrantVectorStoreOptions)
       if (current === null) throw serviceUnavailable(`Qdrant collection '${name}' vanished right after its creation`)
     }
     if (current.size !== dims) throw dimensionMismatch(kbId, current.size, dims)
-    if (!current.indexed) {
-      await call(`index doc_id of ${name}`, () => writer.createPayloadIndex(name, { field_name: 'doc_id', field_schema: 'keyword', wait: true }), null)
+    for (const index of PAYLOAD_INDEXES) {
+      if (indexMatches(current.indexed[index.field_name], index.field_schema)) continue
+      await call(`index ${index.field_name} of ${name}`, () => writer.createPayloadIndex(name, { ...index, wait: true }), null)
     }
     known.set(name, dims)
   }
@@ -237,20 +284,23 @@ export async function createQdrantVectorStore(options: QdrantVectorStoreOptions)
     async search(kbId, query: VectorQuery) {
       const name = nameOf(kbId)
       const limit = Math.floor(query.limit)
-      const searches: { query: unknown; using: string; limit: number; with_payload: true; params?: { hnsw_ef: number } }[] = []
+      const searches: { query: unknown; using: string; limit: number; filter?: unknown; with_payload: true; params?: { hnsw_ef: number } }[] = []
       const kinds: ('dense' | 'sparse')[] = []
       if (!(limit > 0)) return { dense: [], sparse: [] }
+      // Checked before anything is sent; a filter that can match nothing costs no request.
+      if (query.filter !== undefined && checkFilter(kbId, query.filter)) return { dense: [], sparse: [] }
+      const filter = query.filter === undefined ? undefined : qdrantFilter(query.filter)
       if (query.dense !== undefined) {
         const dims = known.get(name)
         if (dims !== undefined && query.dense.length !== dims) throw dimensionMismatch(kbId, dims, query.dense.length)
         const effort = query.effort
-        const search: (typeof searches)[number] = { query: Array.from(query.dense), using: DENSE, limit, with_payload: true }
+        const search: (typeof searches)[number] = { query: Array.from(query.dense), using: DENSE, limit, ...(filter && { filter }), with_payload: true }
         if (effort !== undefined && effort > 0 && effort < 1) search.params = { hnsw_ef: Math.max(limit, Math.ceil(searchEf * effort)) }
         searches.push(search)
         kinds.push('dense')
       }
       if (query.sparse !== undefined && query.sparse.indices.length > 0) {
-        searches.push({ query: { indices: Array.from(query.sparse.indices), values: Array.from(query.sparse.values) }, using: SPARSE, limit, with_payload: true })
+        searches.push({ query: { indices: Array.from(query.sparse.indices), values: Array.from(query.sparse.values) }, using: SPARSE, limit, ...(filter && { filter }), with_payload: true })
         kinds.push('sparse')
       }
       const out = { dense: [] as VectorHit[], sparse: [] as VectorHit[] }

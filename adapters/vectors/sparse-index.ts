@@ -5,6 +5,7 @@
 // document frequencies, so the postings keep dead entries until compact() drops them. The owner must
 // compact before it reuses a dead row, or the stale entries would score for the new point.
 import type { SparseVector } from '../ports.ts'
+import type { RowSet } from './filter.ts'
 import { TopK } from './top-k.ts'
 
 interface Posting {
@@ -179,17 +180,24 @@ export class SparseIndex {
     this.deadEntries = 0
   }
 
-  /** The k best live rows for the query, best first. Scores use the IDF of the current live points. */
-  search(query: SparseVector, k: number): { rows: Int32Array; scores: Float64Array } {
+  /**
+   * The k best live rows for the query (of the subset a filter keeps, when given), best first. Scores use the
+   * IDF of all current live points, filtered or not, as Qdrant's do: a filter narrows the candidates, never
+   * the statistics, so a chunk scores the same with and without one.
+   */
+  search(query: SparseVector, k: number, subset?: RowSet): { rows: Int32Array; scores: Float64Array } {
     const top = new TopK(k)
     if (this.liveCount === 0 || k <= 0) return top.drain()
+    if (subset !== undefined && this.subsetIsCheaper(query, subset.count)) return this.searchRows(query, subset, top)
     this.gen = (this.gen + 1) >>> 0
     if (this.gen === 0) {
       this.stamp.fill(0)
       this.gen = 1
     }
     const gen = this.gen
-    const { live, acc, stamp } = this
+    const { acc, stamp } = this
+    // The subset's mask holds live rows only, so it replaces the live flags.
+    const live = subset?.mask ?? this.live
     let touched = this.touched
     let nTouched = 0
     const n = this.liveCount
@@ -201,7 +209,7 @@ export class SparseIndex {
       const { rows, weights, len } = p
       for (let j = 0; j < len; j++) {
         const row = rows[j]
-        if (live[row] === 0) continue
+        if (live[row] !== 1) continue
         if (stamp[row] !== gen) {
           stamp[row] = gen
           acc[row] = w * weights[j]
@@ -219,6 +227,47 @@ export class SparseIndex {
     for (let i = 0; i < nTouched; i++) {
       const row = touched[i]
       top.push(row, acc[row])
+    }
+    return top.drain()
+  }
+
+  /**
+   * Whether scoring the subset's rows one by one (their own terms looked up in the query) touches fewer
+   * entries than walking the query terms' posting lists: true for a selective filter and common query terms.
+   */
+  private subsetIsCheaper(query: SparseVector, rows: number): boolean {
+    let postings = 0
+    for (let i = 0; i < query.indices.length; i++) postings += this.postings.get(query.indices[i])?.len ?? 0
+    const perRow = this.liveCount === 0 ? 0 : (this.totalEntries - this.deadEntries) / this.liveCount
+    // A lookup in the query's term map costs a few posting entries.
+    return rows * perRow * 4 < postings
+  }
+
+  private searchRows(query: SparseVector, subset: RowSet, top: TopK): { rows: Int32Array; scores: Float64Array } {
+    const n = this.liveCount
+    const weights = new Map<number, number>()
+    for (let i = 0; i < query.indices.length; i++) {
+      const p = this.postings.get(query.indices[i])
+      if (p === undefined || p.df === 0) continue
+      const w = idf(n, p.df) * query.values[i]
+      // A term given twice counts twice, as on the posting-list path.
+      if (w !== 0) weights.set(query.indices[i], (weights.get(query.indices[i]) ?? 0) + w)
+    }
+    if (weights.size === 0) return top.drain()
+    for (let r = 0; r < subset.count; r++) {
+      const row = subset.rows[r]
+      const v = this.vectors[row]
+      if (v === undefined) continue
+      let score = 0
+      let shared = false
+      for (let i = 0; i < v.indices.length; i++) {
+        const w = weights.get(v.indices[i])
+        if (w === undefined) continue
+        score += w * v.values[i]
+        shared = true
+      }
+      // As on the posting-list path: a row is a candidate when it shares a term, whatever its score.
+      if (shared) top.push(row, score)
     }
     return top.drain()
   }

@@ -128,29 +128,53 @@ describe('qdrant driver: protocol against a recording server', () => {
     fake.reset()
   }
 
-  it('creates a collection with a named dense vector, a sparse IDF vector and a doc_id index', async () => {
+  /** The collection-info fixture with only these payload indexes (a new collection has none). */
+  function infoWithIndexes(fields: string[]): Record<string, unknown> {
+    const info = fixture('collection-info')
+    const schema = (info.result as Record<string, unknown>).payload_schema as Record<string, unknown>
+    for (const key of Object.keys(schema)) if (!fields.includes(key)) delete schema[key]
+    return info
+  }
+
+  const INDEX_BODIES = [
+    { field_name: 'doc_id', field_schema: 'keyword' },
+    { field_name: 'source_type', field_schema: 'keyword' },
+    { field_name: 'doc_type', field_schema: 'keyword' },
+    { field_name: 'source', field_schema: { type: 'keyword', prefix: true } },
+    { field_name: 'updated_at', field_schema: 'datetime' },
+  ]
+
+  it('creates a collection with a named dense vector, a sparse IDF vector and the payload indexes filters use', async () => {
     fake.reset()
     const kb = 'new-kb'
-    const unindexed = fixture('collection-info')
-    delete ((unindexed.result as Record<string, unknown>).payload_schema as Record<string, unknown>).doc_id
+    const unindexed = infoWithIndexes([])
     fake
       .on(`GET /collections/${kb}`, (_req, n) => (n === 0 ? notFound : { status: 200, body: unindexed }))
       .on(`PUT /collections/${kb}`, ok('bool-true'))
       .on(`PUT /collections/${kb}/index`, ok('update-completed'))
     await store.ensureCollection(kb, DIMS)
     const seen = fake.requests.map((r) => `${r.method} ${r.path}`)
-    assert.deepEqual(seen, [`GET /collections/${kb}`, `PUT /collections/${kb}`, `GET /collections/${kb}`, `PUT /collections/${kb}/index`])
+    assert.deepEqual(seen, [`GET /collections/${kb}`, `PUT /collections/${kb}`, `GET /collections/${kb}`, ...INDEX_BODIES.map(() => `PUT /collections/${kb}/index`)])
     assert.deepEqual(fake.requests[1].body, {
       vectors: { dense: { size: DIMS, distance: 'Cosine' } },
       sparse_vectors: { sparse: { modifier: 'idf' } },
     })
-    assert.deepEqual(fake.requests[3].body, { field_name: 'doc_id', field_schema: 'keyword' })
-    assert.equal(fake.requests[3].query.wait, 'true')
+    assert.deepEqual(fake.requests.slice(3).map((r) => r.body), INDEX_BODIES)
+    for (const r of fake.requests.slice(3)) assert.equal(r.query.wait, 'true')
     assert.equal(fake.requests[0].headers['api-key'], 'secret-key')
     // Known now: a second ensure costs no request.
     fake.requests.length = 0
     await store.ensureCollection(kb, DIMS)
     assert.equal(fake.requests.length, 0)
+  })
+
+  it('adds the filter indexes to a collection made before them, and a prefix index where source had a plain one', async () => {
+    fake.reset()
+    const info = infoWithIndexes(['doc_id', 'source'])
+    ;((info.result as Record<string, unknown>).payload_schema as Record<string, unknown>).source = { data_type: 'keyword', points: 3 }
+    fake.on('GET /collections/older', { status: 200, body: info }).on('PUT /collections/older/index', ok('update-completed'))
+    await store.ensureCollection('older', DIMS)
+    assert.deepEqual(fake.requests.slice(1).map((r) => r.body), INDEX_BODIES.slice(1))
   })
 
   it('uses an existing collection of the right size without recreating it', async () => {
@@ -256,6 +280,50 @@ describe('qdrant driver: protocol against a recording server', () => {
     const params = fake.requests.map((r) => (r.body as { searches: { params?: unknown }[] }).searches[0].params)
     // QueryRequest.params is SearchParams; the store's default hnsw_ef is Qdrant's default ef_construct, 100.
     assert.deepEqual(params, [{ hnsw_ef: 25 }, { hnsw_ef: 40 }, undefined])
+  })
+
+  it('sends a filter as a Qdrant Filter with each query of the batch: match.any, match.prefix, a datetime range', async () => {
+    await known('docs')
+    fake.on('POST /collections/docs/points/query/batch', ok('query-batch'))
+    const q = Float32Array.from(axis(2))
+    const filter = {
+      docIds: ['a1b2c3d4e5f60718', 'b1b2c3d4e5f60718'],
+      sourceTypes: ['file', 'web'],
+      docTypes: ['pdf'],
+      sourcePrefix: 'https://example.com/hr/',
+      updatedAfter: Date.parse('2024-02-01T00:00:00Z'),
+      updatedBefore: Date.parse('2024-03-01T12:00:00Z'),
+    }
+    const { dense } = await store.search('docs', { dense: q, sparse: sparse([[17, 1]]), limit: 5, filter })
+    const expected = {
+      must: [
+        { key: 'doc_id', match: { any: ['a1b2c3d4e5f60718', 'b1b2c3d4e5f60718'] } },
+        { key: 'source_type', match: { any: ['file', 'web'] } },
+        { key: 'doc_type', match: { any: ['pdf'] } },
+        { key: 'source', match: { prefix: 'https://example.com/hr/' } },
+        { key: 'updated_at', range: { gte: '2024-02-01T00:00:00.000Z', lt: '2024-03-01T12:00:00.000Z' } },
+      ],
+    }
+    assert.deepEqual(fake.requests[0].body, {
+      searches: [
+        { query: Array.from(q), using: 'dense', limit: 5, filter: expected, with_payload: true },
+        { query: { indices: [17], values: [1] }, using: 'sparse', limit: 5, filter: expected, with_payload: true },
+      ],
+    })
+    assert.equal(dense.length, (fixture('query-batch').result as { points: unknown[] }[])[0].points.length)
+    // One bound only: the range has one key.
+    fake.requests.length = 0
+    await store.search('docs', { dense: q, limit: 5, filter: { updatedBefore: Date.parse('2024-03-01T00:00:00Z') } })
+    assert.deepEqual((fake.requests[0].body as { searches: { filter: unknown }[] }).searches[0].filter, { must: [{ key: 'updated_at', range: { lt: '2024-03-01T00:00:00.000Z' } }] })
+  })
+
+  it('answers a filter that can match nothing without a request, and refuses a malformed one before sending', async () => {
+    await known('docs')
+    const q = { dense: Float32Array.from(axis(2)), limit: 5 }
+    assert.deepEqual(await store.search('docs', { ...q, filter: { docIds: [] } }), { dense: [], sparse: [] })
+    assert.deepEqual(await store.search('docs', { ...q, filter: { updatedAfter: 10, updatedBefore: 10 } }), { dense: [], sparse: [] })
+    await rejectsWith(store.search('docs', { ...q, filter: { docTypes: [1] as unknown as string[] } }), 'INVALID_VECTOR_FILTER', 500, ['docTypes'])
+    assert.equal(fake.requests.length, 0)
   })
 
   it('sends only the dense query when there is no sparse one', async () => {

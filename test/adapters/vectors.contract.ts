@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
 import { after, before, describe, it } from 'node:test'
-import type { ChunkPayload, SparseVector, VectorPoint, VectorStore } from '../../adapters/ports.ts'
+import type { ChunkPayload, SparseVector, VectorFilter, VectorPoint, VectorStore } from '../../adapters/ports.ts'
 
 export const DIMS = 8
 
@@ -278,6 +278,97 @@ export function vectorStoreContract(name: string, factory: VectorStoreFactory): 
       assert.equal(await store.deleteByDoc(kb, 'doc3'), 100)
       assert.equal(await store.count(kb), 600)
       assert.equal((await store.docVectors(kb, 'doc4')).length, 100)
+    })
+
+    it('filters inside the index: a filtered search still returns `limit` hits, ranked as without the filter', async () => {
+      const kb = kbName('filter-fill')
+      await store.ensureCollection(kb, DIMS)
+      // 30 chunks of an md document lie nearest the query on both sides; 10 of a pdf lie further away.
+      const near = Array.from({ length: 30 }, (_, i) => point(kb, 'near', i, axis(0, 0.01 * i), [[1, 2], [4, 1]]))
+      const far = Array.from({ length: 10 }, (_, i) => {
+        const v = axis(0)
+        v[3] = 1.5 + 0.2 * i
+        return point(kb, 'far', i, v, [[1, 0.1 * (i + 1)], [2, 1]], { doc_type: 'pdf' })
+      })
+      const all = [...near, ...far]
+      await store.upsert(kb, all)
+      const q = Float32Array.from(axis(0))
+      const sq = sparse([[1, 1]])
+      const unfiltered = await store.search(kb, { dense: q, sparse: sq, limit: 5 })
+      assert.ok(unfiltered.dense.every((h) => h.payload.doc_id === 'near'), 'premise: the top 5 are all md')
+      const { dense, sparse: sp } = await store.search(kb, { dense: q, sparse: sq, limit: 5, filter: { docTypes: ['pdf'] } })
+      const expectedDense = far.map((p) => ({ id: p.payload.chunk_id, s: cosine(q, p.dense) })).sort((a, b) => b.s - a.s).slice(0, 5)
+      assert.deepEqual(ids(dense), expectedDense.map((e) => e.id))
+      for (let i = 0; i < dense.length; i++) assert.ok(Math.abs(dense[i].score - expectedDense[i].s) < 1e-4)
+      // IDF over the whole collection, as without a filter: a chunk's score does not depend on the filter.
+      const scores = sparseScores(all, sq)
+      const expectedSparse = far.map((p) => [p.payload.chunk_id, scores.get(p.payload.chunk_id)!] as const).sort((a, b) => b[1] - a[1]).slice(0, 5)
+      assert.deepEqual(ids(sp), expectedSparse.map((e) => e[0]))
+      for (let i = 0; i < sp.length; i++) assert.ok(Math.abs(sp[i].score - expectedSparse[i][1]) < 1e-4, `sparse score ${sp[i].score} vs ${expectedSparse[i][1]}`)
+      assert.ok(dense.every((h) => h.payload.doc_type === 'pdf') && sp.every((h) => h.payload.doc_type === 'pdf'))
+    })
+
+    it('filters by documents, source type, document type, source prefix and update time; conditions combine with AND', async () => {
+      const kb = kbName('filter-fields')
+      await store.ensureCollection(kb, DIMS)
+      const docs = [
+        { doc: 'a', source_type: 'file', doc_type: 'md', source: 'hr/leave.md', updated_at: '2024-01-10T00:00:00.000Z' },
+        { doc: 'b', source_type: 'file', doc_type: 'pdf', source: 'hr/payroll.pdf', updated_at: '2024-02-10T00:00:00.000Z' },
+        { doc: 'c', source_type: 'web', doc_type: 'html', source: 'https://example.com/hr/faq', updated_at: '2024-03-10T00:00:00.000Z' },
+        { doc: 'd', source_type: 'github', doc_type: 'md', source: 'github://acme/wiki/main/hr.md', updated_at: '2024-04-10T12:30:00.000Z' },
+      ]
+      await store.upsert(kb, docs.flatMap(({ doc, ...extra }, d) => [0, 1].map((i) => point(kb, doc, i, axis(d, 0.1 * i), [[1, 1], [10 + d, 1]], extra))))
+      const q = { dense: Float32Array.from(axis(0, 0.5)), sparse: sparse([[1, 1]]), limit: 20 }
+      const docsOf = async (filter: VectorFilter) => {
+        const r = await store.search(kb, { ...q, filter })
+        const dense = [...new Set(r.dense.map((h) => h.payload.doc_id))].sort().join('')
+        assert.equal([...new Set(r.sparse.map((h) => h.payload.doc_id))].sort().join(''), dense, 'dense and sparse keep the same points')
+        assert.equal(r.dense.length, dense.length * 2, 'every chunk of a kept document')
+        return dense
+      }
+      const ms = (iso: string) => Date.parse(iso)
+      assert.equal(await docsOf({}), 'abcd')
+      assert.equal(await docsOf({ docIds: ['b', 'd', 'nope'] }), 'bd')
+      assert.equal(await docsOf({ sourceTypes: ['file'] }), 'ab')
+      assert.equal(await docsOf({ sourceTypes: ['web', 'github'] }), 'cd')
+      assert.equal(await docsOf({ docTypes: ['md'] }), 'ad')
+      assert.equal(await docsOf({ sourcePrefix: 'hr/' }), 'ab')
+      assert.equal(await docsOf({ sourcePrefix: 'hr/p' }), 'b')
+      assert.equal(await docsOf({ sourcePrefix: 'https://example.com/' }), 'c')
+      assert.equal(await docsOf({ sourcePrefix: 'HR/' }), '', 'case-sensitive')
+      // after <= updated_at < before.
+      assert.equal(await docsOf({ updatedAfter: ms('2024-02-10T00:00:00.000Z') }), 'bcd')
+      assert.equal(await docsOf({ updatedBefore: ms('2024-02-10T00:00:00.000Z') }), 'a')
+      assert.equal(await docsOf({ updatedAfter: ms('2024-02-01T00:00:00Z'), updatedBefore: ms('2024-04-10T12:30:00.001Z') }), 'bcd')
+      assert.equal(await docsOf({ updatedAfter: ms('2024-04-10T12:30:00.001Z') }), '')
+      assert.equal(await docsOf({ docTypes: ['md'], sourceTypes: ['github'] }), 'd')
+      assert.equal(await docsOf({ docIds: ['a', 'b', 'c'], docTypes: ['md', 'pdf'], updatedAfter: ms('2024-02-01T00:00:00Z') }), 'b')
+      // Nothing can match: an unknown value, an empty list, an empty window.
+      assert.equal(await docsOf({ docTypes: ['docx'] }), '')
+      assert.equal(await docsOf({ docIds: [] }), '')
+      assert.equal(await docsOf({ updatedAfter: ms('2024-03-01T00:00:00Z'), updatedBefore: ms('2024-03-01T00:00:00Z') }), '')
+    })
+
+    it('filters on what a point holds now: a re-upserted chunk moves between filters, a deleted one leaves them', async () => {
+      const kb = kbName('filter-rewrite')
+      await store.ensureCollection(kb, DIMS)
+      await store.upsert(kb, [point(kb, 'd', 0, axis(0), [[1, 1]]), point(kb, 'd', 1, axis(1), [[1, 1]]), point(kb, 'e', 0, axis(2), [[1, 1]], { doc_type: 'pdf' })])
+      await store.upsert(kb, [point(kb, 'd', 1, axis(1), [[1, 1]], { doc_type: 'pdf', updated_at: '2025-01-01T00:00:00.000Z' })])
+      const q = { dense: Float32Array.from(axis(0)), sparse: sparse([[1, 1]]), limit: 10 }
+      assert.deepEqual(ids((await store.search(kb, { ...q, filter: { docTypes: ['pdf'] } })).dense).sort(), ['d:1', 'e:0'])
+      assert.deepEqual(ids((await store.search(kb, { ...q, filter: { docTypes: ['md'] } })).sparse), ['d:0'])
+      assert.deepEqual(ids((await store.search(kb, { ...q, filter: { updatedAfter: Date.parse('2024-12-01T00:00:00Z') } })).dense), ['d:1'])
+      await store.deleteByDoc(kb, 'e')
+      assert.deepEqual(ids((await store.search(kb, { ...q, filter: { docTypes: ['pdf'] } })).sparse), ['d:1'])
+    })
+
+    it('refuses a filter of the wrong shape (a caller bug) with 500', async () => {
+      const kb = kbName('filter-bad')
+      await store.upsert(kb, [point(kb, 'd', 0, axis(0), [[1, 1]])])
+      const q = { dense: Float32Array.from(axis(0)), limit: 3 }
+      await rejectsWith(store.search(kb, { ...q, filter: { docIds: 'd' as unknown as string[] } }), 'INVALID_VECTOR_FILTER', 500, ['docIds'])
+      await rejectsWith(store.search(kb, { ...q, filter: { updatedAfter: Number.NaN } }), 'INVALID_VECTOR_FILTER', 500, ['updatedAfter'])
+      await rejectsWith(store.search(kb, { ...q, filter: { sourcePrefix: 3 as unknown as string } }), 'INVALID_VECTOR_FILTER', 500, ['sourcePrefix'])
     })
 
     it('answers the connectivity check', async () => {

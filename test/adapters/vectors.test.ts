@@ -10,7 +10,7 @@ import { createInterface } from 'node:readline'
 import { after, describe, it, type TestContext } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { createEmbeddedVectorStore, type EmbeddedVectorStore, type EmbeddedVectorStoreOptions } from '../../adapters/vectors/embedded.ts'
-import type { VectorPoint } from '../../adapters/ports.ts'
+import type { VectorFilter, VectorPoint } from '../../adapters/ports.ts'
 import { axis, cosine, DIMS, point, sparse, sparseScores, vectorStoreContract } from './vectors.contract.ts'
 import { mulberry32 as rng } from '../../bench/lib/rng.ts'
 
@@ -454,6 +454,110 @@ describe('embedded vector store: behaviour', () => {
     assert.equal(await again.ping(), true)
     await again.close()
     assert.equal(await again.ping(), false)
+  })
+})
+
+describe('embedded vector store: filtered search', () => {
+  /** randomPoints with a doc_type per document: one in 100 documents 'rare', one in 5 'pdf', the rest 'md'. */
+  function typedPoints(kb: string, n: number, seed: number, dims: number): VectorPoint[] {
+    return randomPoints(kb, n, seed, dims, 10).map((p, i) => {
+      const doc = Math.floor(i / 10)
+      const doc_type = doc % 100 === 7 ? 'rare' : doc % 5 === 0 ? 'pdf' : 'md'
+      return { ...p, payload: { ...p.payload, doc_type, source: `${doc_type}/${p.payload.doc_id}` } }
+    })
+  }
+
+  /** Dense and sparse answers against brute force over the points the filter keeps (IDF over all live points). */
+  async function assertFiltered(store: EmbeddedVectorStore, kb: string, live: VectorPoint[], keep: (p: VectorPoint) => boolean, filter: VectorFilter, seed: number, dims: number) {
+    const r = rng(seed)
+    const kept = live.filter(keep)
+    let found = 0
+    for (let q = 0; q < 10; q++) {
+      const query = Float32Array.from({ length: dims }, () => r() * 2 - 1)
+      const sq = sparse([[Math.floor(r() * 5), 1], [Math.floor(r() * 60), 0.5]])
+      const { dense, sparse: hits } = await store.search(kb, { dense: query, sparse: sq, limit: 10, filter })
+      const truth = kept.map((p) => ({ id: p.payload.chunk_id, s: cosine(query, p.dense) })).sort((a, b) => b.s - a.s).slice(0, 10)
+      assert.equal(dense.length, Math.min(10, kept.length), 'the filtered search fills the limit')
+      const byId = new Map(kept.map((p) => [p.payload.chunk_id, p]))
+      for (let i = 0; i < dense.length; i++) {
+        const p = byId.get(dense[i].id)
+        assert.ok(p !== undefined, `${dense[i].id} passes the filter`)
+        assert.ok(Math.abs(dense[i].score - cosine(query, p.dense)) < 1e-5, 'exact score')
+      }
+      const truthIds = new Set(truth.map((t) => t.id))
+      found += dense.filter((h) => truthIds.has(h.id)).length
+      const all = sparseScores(live, sq)
+      const sTruth = kept.flatMap((p) => (all.has(p.payload.chunk_id) ? [[p.payload.chunk_id, all.get(p.payload.chunk_id)!] as const] : [])).sort((a, b) => b[1] - a[1]).slice(0, 10)
+      assert.equal(hits.length, sTruth.length)
+      for (let i = 0; i < hits.length; i++) {
+        assert.ok(byId.has(hits[i].id), `${hits[i].id} passes the filter`)
+        assert.ok(Math.abs(hits[i].score - sTruth[i][1]) < 1e-4, `sparse score ${i}: ${hits[i].score} vs ${sTruth[i][1]}`)
+      }
+    }
+    return found / (10 * Math.min(10, kept.length))
+  }
+
+  /** A store holding 2,000 typed points of 32 dimensions, all in the graph. */
+  async function graphStore(t: TestContext, kb: string, seed: number, extra: Partial<EmbeddedVectorStoreOptions>) {
+    const store = await open(await tempDir(t), { exactBudget: 0, dimensions: 32, ...extra })
+    t.after(() => store.close())
+    const points = typedPoints(kb, 2000, seed, 32)
+    await store.upsert(kb, points)
+    await store.whenIndexed(kb)
+    return { store, points, dims: 32 }
+  }
+
+  it('searches the graph for a large filtered subset and scans a small one, filling the limit either way', async (t) => {
+    const kb = 'kb-filter-graph'
+    // No scan budget, graph cost 0: every filtered search goes through the graph, the rare type included (0.5%
+    // of rows, so the candidate list has to widen until ten pass).
+    const { store, points, dims } = await graphStore(t, kb, 31, { filterScanBudget: 0, filterGraphCost: 0 })
+    const recallPdf = await assertFiltered(store, kb, points, (p) => p.payload.doc_type === 'pdf', { docTypes: ['pdf'] }, 32, dims)
+    const recallRare = await assertFiltered(store, kb, points, (p) => p.payload.doc_type === 'rare', { docTypes: ['rare'] }, 33, dims)
+    assert.ok(recallPdf >= 0.9, `graph recall of a 20% filter: ${recallPdf}`)
+    assert.ok(recallRare >= 0.9, `graph recall of a 0.5% filter: ${recallRare}`)
+    // Rows not yet in the graph are filtered too.
+    const late = typedPoints(kb, 200, 34, dims).map((p) => ({ ...p, payload: { ...p.payload, chunk_id: `late-${p.payload.chunk_id}`, doc_id: `late-${p.payload.doc_id}` } }))
+    await store.upsert(kb, late)
+    await assertFiltered(store, kb, [...points, ...late], (p) => p.payload.doc_type === 'pdf' && p.payload.doc_id.startsWith('late-'), { docTypes: ['pdf'], docIds: late.map((p) => p.payload.doc_id) }, 35, dims)
+  })
+
+  it('gives the same answers on the exact-scan path, and scores sparse rows one by one for a selective filter', async (t) => {
+    const kb = 'kb-filter-scan'
+    const { store, points, dims } = await graphStore(t, kb, 41, {})
+    // 20 rows x 32 dims and 400 x 32 are both under the default scan budget: exact, so recall 1.
+    assert.equal(await assertFiltered(store, kb, points, (p) => p.payload.doc_type === 'rare', { docTypes: ['rare'] }, 42, dims), 1)
+    assert.equal(await assertFiltered(store, kb, points, (p) => p.payload.source.startsWith('pdf/'), { sourcePrefix: 'pdf/' }, 43, dims), 1)
+    // Two documents (20 rows): queries with common terms score the rows one by one, the others walk the
+    // posting lists (the cheaper of the two); both against the same reference.
+    assert.equal(await assertFiltered(store, kb, points, (p) => p.payload.doc_id === 'doc3' || p.payload.doc_id === 'doc9', { docIds: ['doc3', 'doc9'] }, 44, dims), 1)
+  })
+
+  it('scans a kept set above the gather budget row by row when that reads fewer vectors than the graph would', async (t) => {
+    const kb = 'kb-filter-loop'
+    const { store, points, dims } = await graphStore(t, kb, 61, { filterScanBudget: 0, filterGraphCost: 1e9 })
+    assert.equal(await assertFiltered(store, kb, points, (p) => p.payload.doc_type === 'pdf', { docTypes: ['pdf'] }, 62, dims), 1)
+    assert.equal(await assertFiltered(store, kb, points, (p) => p.payload.doc_type === 'rare', { docTypes: ['rare'], updatedBefore: Date.parse('2100-01-01T00:00:00Z') }, 63, dims), 1)
+  })
+
+  it('filters rows restored from a snapshot, whose filter columns are filled after the open', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-filter-restart'
+    let store = await open(dir)
+    const points = typedPoints(kb, 300, 51, DIMS).map((p, i) => ({ ...p, payload: { ...p.payload, updated_at: new Date(Date.UTC(2024, 0, 1 + (i % 30))).toISOString() } }))
+    await store.upsert(kb, points)
+    await store.close()
+    store = await open(dir)
+    t.after(() => store.close())
+    // The first filtered search after the restart names only values that snapshot rows hold.
+    await assertFiltered(store, kb, points, (p) => p.payload.doc_type === 'rare', { docTypes: ['rare'] }, 50, DIMS)
+    // A write after the restart: a row holding its payload object beside rows holding snapshot bytes.
+    const extra = { ...points[0], payload: { ...points[0].payload, chunk_id: 'x:0', doc_id: 'x', doc_type: 'pdf', source: 'pdf/x', updated_at: '2024-01-20T00:00:00.000Z' } }
+    await store.upsert(kb, [extra])
+    const live = [...points, extra]
+    const jan20 = Date.parse('2024-01-20T00:00:00Z')
+    await assertFiltered(store, kb, live, (p) => p.payload.doc_type === 'pdf' && Date.parse(p.payload.updated_at) >= jan20, { docTypes: ['pdf'], updatedAfter: jan20 }, 52, DIMS)
+    await assertFiltered(store, kb, live, (p) => p.payload.source.startsWith('md/doc1'), { sourcePrefix: 'md/doc1' }, 53, DIMS)
   })
 })
 
