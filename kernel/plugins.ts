@@ -1,10 +1,11 @@
 // The feature plugins the service loads, in no particular order: the kernel sorts them by dependsOn.
 import type { Plugin } from './plugin.ts'
 import apidocs from '../plugins/apidocs/index.ts'
+import connectors from '../plugins/connectors/index.ts'
 import docs from '../plugins/docs/index.ts'
 import health from '../plugins/health/index.ts'
 import kb from '../plugins/kb/index.ts'
 import mcp from '../plugins/mcp/index.ts'
 import search from '../plugins/search/index.ts'
 
-export const defaultPlugins = (): Plugin<any>[] => [health, kb, docs, search, mcp, apidocs]
+export const defaultPlugins = (): Plugin<any>[] => [health, kb, docs, connectors, search, mcp, apidocs]

@@ -15,13 +15,15 @@
 //   document is indexed and the older one becomes outdated.
 import type { SqlRunner } from '../../adapters/ports.ts'
 import { cosineDistance } from '../../compute/chunk/semantic.ts'
-import { hammingDistance, jaccardEstimate, simhashFromHex, titleSimilarity } from '../../compute/dedup/index.ts'
+import { MINHASH_EMPTY, simhashFromHex, titleSimilarity } from '../../compute/dedup/index.ts'
 import type { KbSettings } from '../../kernel/config/schema.ts'
 
 export interface Signatures {
   simhash: string
   bands: string[]
   minhash: Uint32Array
+  /** Word index of the shingle behind each MinHash value (dedupSignatures); absent: textScore has no evidence. */
+  positions?: Uint32Array
   /** Normalised title. */
   title: string
 }
@@ -35,6 +37,8 @@ export interface Candidate {
   jaccard: number
   /** The candidate's normalised title. */
   title: string
+  /** The candidate's MinHash signature (a copy), for textScore. */
+  minhash: Uint32Array
 }
 
 export type EarlyVerdict =
@@ -149,6 +153,11 @@ export class KbSignatures {
     this.sketch = resize(this.sketch, words)
   }
 
+  /** A copy: a slot is reused after a delete. */
+  private minhashAt(slot: number): Uint32Array {
+    return this.minhash.slice(slot * this.permutations, (slot + 1) * this.permutations)
+  }
+
   private jaccardAt(slot: number, minhash: Uint32Array): number {
     const p = this.permutations
     const base = slot * p
@@ -178,7 +187,7 @@ export class KbSignatures {
         const jaccard = this.jaccardAt(slot, sig.minhash)
         // no shared word shingles: the n-grams of one language and domain, not the same text
         if (jaccard < title_only_min_jaccard_floor) continue
-        const c: Candidate = { doc_id: id, stage: 1, closeness: d, jaccard, title: this.titles[slot] }
+        const c: Candidate = { doc_id: id, stage: 1, closeness: d, jaccard, title: this.titles[slot], minhash: this.minhashAt(slot) }
         stage1.push(c)
         if (d <= identicalBits && jaccard >= IDENTICAL_MIN_JACCARD && (!identical || d < identical.closeness)) identical = c
       }
@@ -212,7 +221,7 @@ export class KbSignatures {
         if (id === null || id === selfId) continue
         const j = this.jaccardAt(slot, sig.minhash)
         const passes = j >= jaccard_threshold || (j >= title_only_min_jaccard_floor && titleSimilarity(sig.title, this.titles[slot]) >= title_fuzzy_threshold)
-        if (passes) out.push({ doc_id: id, stage: 2, closeness: 1 - j, jaccard: j, title: this.titles[slot] })
+        if (passes) out.push({ doc_id: id, stage: 2, closeness: 1 - j, jaccard: j, title: this.titles[slot], minhash: this.minhashAt(slot) })
       }
       return out
     }
@@ -232,7 +241,11 @@ export async function screenEntries(
   if (live.length > 0) {
     live.sort((a, b) => a.closeness - b.closeness || b.jaccard - a.jaccard)
     const identical = found.identical && live.find((c) => c.doc_id === found.identical!.doc_id)
-    if (identical) return { verdict: 'identical', match: identical.doc_id, title: identical.title }
+    // close signatures and shared shingles also come from a copy with one passage replaced: stage 3 sees it
+    const text = identical ? textScore(sig, identical.minhash) : null
+    if (identical && (text === null || text >= cfg.chunk_compare.body_identical_threshold)) {
+      return { verdict: 'identical', match: identical.doc_id, title: identical.title }
+    }
     return { verdict: 'compare', candidates: live }
   }
   live = await confirm(found.stage2())
@@ -334,9 +347,14 @@ const NEAR_COPY = 0.88
  * score is (best - background) / (1 - background), and 1 from NEAR_COPY up.
  */
 export function chunkScore(fresh: readonly Float32Array[], other: readonly Float32Array[], matchThreshold: number): number {
+  return chunkPairs(fresh, other, matchThreshold).score
+}
+
+/** chunkScore, and the highest pair score of a new chunk (`top`), before the cut at the match threshold. */
+function chunkPairs(fresh: readonly Float32Array[], other: readonly Float32Array[], matchThreshold: number): { score: number; top: number } {
   const n = fresh.length
   const m = other.length
-  if (n === 0 || m === 0) return 0
+  if (n === 0 || m === 0) return { score: 0, top: 0 }
   const cos = new Float64Array(n * m)
   const best = new Float64Array(n).fill(-Infinity)
   const at = new Int32Array(n)
@@ -364,26 +382,130 @@ export function chunkScore(fresh: readonly Float32Array[], other: readonly Float
   // unrelated passages are not anti-correlated: a negative mean is noise, not a lower background
   const background = pairs > 0 ? Math.min(Math.max(0, sum / pairs), 0.9) : 0
   let score = 0
+  let top = 0
   for (let i = 0; i < n; i++) {
     let pair = (best[i] - background) / (1 - background)
     if (pair >= NEAR_COPY) pair = 1
     if (pair >= matchThreshold) score += pair
+    if (pair > top) top = pair
   }
-  return (score / n) * (Math.min(n, m) / Math.max(n, m))
+  return { score: (score / n) * (Math.min(n, m) / Math.max(n, m)), top }
 }
 
-/** Stage 3. */
+/**
+ * A stretch of changed samples (textScore) is a replaced passage when, net of the kept samples inside it
+ * (KEPT_WEIGHT each), it holds PASSAGE_SAMPLES changed ones whose places lie PASSAGE_SPAN words apart or more,
+ * and reaches over PASSAGE_WORDS words (to halfway to the kept samples around it). One changed word changes
+ * the 3 shingles that hold it: at most 3 samples over 3 words, and two edits a few words apart rarely leave no
+ * kept sample between them.
+ */
+const PASSAGE_SAMPLES = 4
+const PASSAGE_SPAN = 6
+const PASSAGE_WORDS = 8
+const KEPT_WEIGHT = 2
+/**
+ * Where samples are dense (a short text: at least DENSE samples per word), one changed sample fewer suffices:
+ * consecutive samples are a few words apart, so 3 changed ones spread over PASSAGE_SPAN words are not one edit
+ * and seldom two, and a sentence of 8-10 words replaced yields only 3-4 of them. In a long text samples lie
+ * tens of words apart, and 3 changed ones in a row happen by chance among scattered edits.
+ */
+const DENSE = 0.2
+/** Fewer labelled samples than this (a text of a few words) say too little: the chunk score stands alone. */
+const MIN_SAMPLES = 16
+/**
+ * The MinHash estimate of the two shingle sets' size ratio varies by about 5 % between copies of one size
+ * (SciFact, 128 values): only a difference beyond this slack scales the score down.
+ */
+const SIZE_SLACK = 0.1
+
+/**
+ * The share of the new text found in the candidate, small edits forgiven: the evidence of stage 3 where chunk
+ * vectors cannot tell. A chunk vector moves about as much when a chunk boundary shifts by a sentence (words
+ * inserted before it) as when a sentence of it is replaced, so chunk scores call an edited copy similar and a
+ * short document with a replaced sentence identical.
+ *
+ * Each MinHash value of the new text is the minimum over its shingles, and `positions` says which shingle gave
+ * it: equal to the candidate's value, that shingle is in the candidate; lower, it is not; higher, the value
+ * samples a shingle of the candidate instead and is left out. So the values are a uniform sample of the new
+ * text's shingles, each labelled kept or changed, with its place in the text. Scattered word edits leave short
+ * runs of changed samples; a replaced passage leaves one long run. The score is 1 minus the share of the text
+ * the long runs span, scaled by the size ratio of the two shingle sets when it is off by more than SIZE_SLACK (a
+ * document inside a longer one is not identical to it). null: no positions, or too few samples.
+ */
+export function textScore(fresh: Pick<Signatures, 'minhash' | 'positions'>, other: Uint32Array): number | null {
+  const { minhash, positions } = fresh
+  if (!positions || positions.length !== minhash.length || other.length !== minhash.length) return null
+  const changed = new Map<number, boolean>()
+  let mineOnly = 0
+  let shared = 0
+  let theirsOnly = 0
+  for (let i = 0; i < minhash.length; i++) {
+    if (minhash[i] === MINHASH_EMPTY || other[i] === MINHASH_EMPTY) return null
+    if (minhash[i] > other[i]) {
+      theirsOnly++
+      continue
+    }
+    if (minhash[i] === other[i]) shared++
+    else mineOnly++
+    changed.set(positions[i], minhash[i] < other[i])
+  }
+  if (changed.size < MIN_SAMPLES) return null
+  const at = [...changed.keys()].sort((a, b) => a - b)
+  // the last sample stands for the text's end (the largest of this many uniform samples is close to it)
+  const words = at[at.length - 1] + 1
+  const need = at.length >= DENSE * words ? PASSAGE_SAMPLES - 1 : PASSAGE_SAMPLES
+  let inPassages = 0
+  // A passage is a stretch where changed samples outweigh kept ones KEPT_WEIGHT to 1: other text of the same
+  // field shares a common phrase now and then ("in this study"), which must not cut the passage in two.
+  let from = -1
+  let net = 0
+  let peak = 0
+  let peakAt = -1
+  const close = () => {
+    if (peak >= need && at[peakAt] - at[from] >= PASSAGE_SPAN) {
+      // the passage reaches halfway to the kept samples on either side: its length, not its sample count,
+      // which varies more (about 11 samples for a tenth of any text, give or take 3)
+      const start = from > 0 ? (at[from - 1] + at[from]) / 2 : 0
+      const end = peakAt + 1 < at.length ? (at[peakAt] + at[peakAt + 1]) / 2 : words
+      if (end - start >= PASSAGE_WORDS) inPassages += end - start
+    }
+    from = -1
+    net = peak = 0
+  }
+  for (let k = 0; k < at.length; k++) {
+    if (changed.get(at[k])) {
+      if (from < 0) from = k
+      if (++net > peak) {
+        peak = net
+        peakAt = k
+      }
+    } else if (from >= 0 && (net -= KEPT_WEIGHT) <= 0) close()
+  }
+  close()
+  const ratio = (mineOnly + shared) / (theirsOnly + shared)
+  const size = Math.min(1, Math.min(ratio, 1 / ratio) + SIZE_SLACK)
+  return (1 - inPassages / words) * size
+}
+
+/**
+ * Stage 3. The aggregate score of a candidate is its textScore (the share of the new text found in it) when the
+ * chunk vectors confirm the match (some new chunk's pair score reaches chunk_match_threshold), else the chunk
+ * score; without text evidence (no positions), the chunk score.
+ */
 export async function compare(
   candidates: readonly Candidate[],
   fresh: readonly Float32Array[],
   vectorsOf: (docId: string) => Promise<Float32Array[]>,
   cfg: DedupCfg,
+  sig?: Pick<Signatures, 'minhash' | 'positions'>,
 ): Promise<FinalVerdict & { title?: string }> {
   const c = cfg.chunk_compare
   const pool = c.compare_all_candidates ? candidates : candidates.slice(0, 1)
   let best: { match: string; score: number; title: string } | null = null
   for (const cand of pool) {
-    const score = chunkScore(fresh, await vectorsOf(cand.doc_id), c.chunk_match_threshold)
+    const chunks = chunkPairs(fresh, await vectorsOf(cand.doc_id), c.chunk_match_threshold)
+    const text = sig ? textScore(sig, cand.minhash) : null
+    const score = text !== null && chunks.top >= c.chunk_match_threshold ? text : chunks.score
     if (!best || score > best.score) best = { match: cand.doc_id, score, title: cand.title }
   }
   if (!best) return { verdict: 'unique' }
@@ -420,7 +542,7 @@ export async function finishIndexed(db: SqlRunner, kbId: string, docId: string, 
               chunk_count = EXCLUDED.chunk_count, created_at = now(), seq = nextval(pg_get_serial_sequence('dedup_signatures', 'seq'))
             RETURNING doc_id, seq),
           bands AS (INSERT INTO dedup_bands (kb_id, band, doc_id) SELECT $2, b, sig.doc_id FROM sig, unnest($7::text[]) AS b ON CONFLICT DO NOTHING)
-     UPDATE documents SET status = 'indexed', updated_at = now(), heartbeat_at = NULL, chunk_count = $6, embedding_model = $8, title = $9,
+     UPDATE documents SET status = 'indexed', updated_at = now(), process_finished_at = now(), heartbeat_at = NULL, chunk_count = $6, embedding_model = $8, title = $9,
        doc_type = $10, last_error = NULL, duplicate_of = NULL
      WHERE doc_id = $1 AND status = 'running' RETURNING doc_id, (SELECT seq FROM sig) AS seq`,
     [docId, kbId, sig.simhash, toBytes(sig.minhash), sig.title, f.chunk_count, sig.bands, f.embedding_model, f.title, f.doc_type],

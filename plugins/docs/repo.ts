@@ -159,11 +159,6 @@ export function createDocRepo(db: SqlRunner, opts: DocRepoOptions) {
       return rows[0] ?? null
     },
 
-    /** The worker is done with a run, whatever its outcome; a run still marked running (shutdown) keeps no end. */
-    async finishRun(docId: string): Promise<void> {
-      await db.query(`UPDATE documents SET process_finished_at = now() WHERE doc_id = $1 AND status <> 'running' AND process_finished_at IS NULL`, [docId])
-    },
-
     async pendingOp(docId: string): Promise<PendingOp | null> {
       const rows = await db.query<{ pending_op: PendingOp | null }>('SELECT pending_op FROM documents WHERE doc_id = $1', [docId])
       return rows[0]?.pending_op ?? null

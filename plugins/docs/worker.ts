@@ -92,8 +92,6 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
     } finally {
       inProgress.delete(event.doc_id)
     }
-    // Every outcome of the pipeline ends the run here, the writes this module does not make included.
-    if (!abort.signal.aborted) await repo.finishRun(event.doc_id).catch((err) => log.warn({ err, doc_id: event.doc_id }, 'could not record the end of processing'))
     return queue.ack(INGEST_TOPIC, msg.id)
   }
 

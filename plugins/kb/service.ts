@@ -37,6 +37,9 @@ const COLUMNS = 'kb_id, kb_name, description, tags, status, created_at, updated_
 export const kbNotFound = (kbId: string) => notFound(`KB not found: ${clip(kbId)}`, 'KB_NOT_FOUND')
 const kbExists = (kbId: string) => conflict(`KB already exists: ${kbId}`, 'KB_EXISTS')
 
+/** Runs before a KB is deleted; throws (e.g. 409) to refuse. Other plugins register theirs (connectors). */
+export type KbDeleteGuard = (kbId: string) => void | Promise<void>
+
 export interface KbService {
   create(input: CreateKb, createdBy?: string | null): Promise<KnowledgeBase>
   /** Default order: kb_id ascending. */
@@ -46,6 +49,7 @@ export interface KbService {
   patch(kbId: string, input: PatchKb): Promise<void>
   /** Order: vector collection, stored objects, metadata (document rows cascade). */
   delete(kbId: string): Promise<{ s3_objects_deleted: number }>
+  addDeleteGuard(guard: KbDeleteGuard): void
   /** Creates the settings' pre-registered KBs that are absent; never modifies existing ones. */
   ensurePreregistered(kbs: Settings['knowledge_bases']): Promise<string[]>
   getOverrides(kbId: string): Promise<Overrides>
@@ -59,6 +63,7 @@ export interface KbService {
 
 export function createKbService(adapters: Adapters, settings: Readonly<Settings>): KbService {
   const { sql } = adapters
+  const deleteGuards: KbDeleteGuard[] = []
 
   const requireKb = async (db: SqlRunner, kbId: string, lock = false) => {
     const rows = await db.query(`SELECT 1 FROM knowledge_bases WHERE kb_id = $1${lock ? ' FOR UPDATE' : ''}`, [kbId])
@@ -121,8 +126,10 @@ export function createKbService(adapters: Adapters, settings: Readonly<Settings>
       )
       if (rows.length === 0) throw kbNotFound(kbId)
     },
+    addDeleteGuard: (guard) => void deleteGuards.push(guard),
     async delete(kbId) {
       await requireKb(sql, kbId)
+      for (const guard of deleteGuards) await guard(kbId)
       await adapters.vectors.dropCollection(kbId)
       const removed = await adapters.objects.deletePrefix(`${kbId}/`)
       const rows = await sql.query('DELETE FROM knowledge_bases WHERE kb_id = $1 RETURNING kb_id', [kbId])

@@ -1,0 +1,158 @@
+// Wiki space on Confluence's REST API (spec 4.9 "confluence", notes.md): pages of a space paged by `start`
+// (rendered HTML stored as .html), their attachments of supported formats under max_attachment_mb, pages
+// with an excluded label skipped with their attachments. content_version is the version number: an
+// unchanged page or attachment is not downloaded again, but attachments are always listed.
+import type { DocType } from '../../../compute/types.ts'
+import { CONTENT_TYPES, docTypeOf, extensionOf } from '../../docs/formats.ts'
+import { SyncFailure, USER_AGENT, type Source, type SyncContext } from '../engine.ts'
+import type { ConfluenceConfigT } from '../schemas.ts'
+import { createApiClient, RateLimited, tokenFrom } from './http.ts'
+
+export const ATTACHMENT_EXTENSIONS = ['pdf', 'docx', 'txt', 'md', 'html', 'htm', 'rst', 'hwp'] as const
+const PAGE_SIZE = 50
+
+interface Paged<T> {
+  results: T[]
+  size?: number
+  _links?: { next?: string; base?: string }
+}
+
+interface Page {
+  id: string
+  title: string
+  version?: { number?: number }
+  metadata?: { labels?: { results?: { name: string }[] } }
+  body?: { view?: { value?: string } }
+  _links?: { webui?: string }
+}
+
+interface Attachment {
+  id: string
+  title: string
+  version?: { number?: number }
+  extensions?: { fileSize?: number; mediaType?: string }
+  _links?: { download?: string }
+}
+
+const escapeHtml = (s: string) => s.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]!)
+
+/** Cloud sites (`.atlassian.net`) serve the API under /wiki/rest/api, servers under /rest/api. */
+export function confluenceApiBase(baseUrl: string): string {
+  const base = baseUrl.replace(/\/+$/, '')
+  return base.includes('.atlassian.net') ? `${base.replace(/\/wiki$/, '')}/wiki/rest/api` : `${base}/rest/api`
+}
+
+export function createConfluenceSource(): Source {
+  return async (ctx: SyncContext) => {
+    const cfg = ctx.config as ConfluenceConfigT
+    const credential = tokenFrom(cfg.auth_token_secret, 'Confluence')
+    // notes.md: a credential with ':' is email:api_token (basic), anything else a personal token (bearer).
+    const authorization = credential === null ? null
+      : credential.includes(':') ? `Basic ${Buffer.from(credential).toString('base64')}` : `Bearer ${credential}`
+    const api = createApiClient(ctx, {
+      name: 'Confluence',
+      headers: { accept: 'application/json', 'user-agent': USER_AGENT, ...(authorization ? { authorization } : {}) },
+      maxWaitMs: cfg.request_timeout_sec * 10 * 1000,
+      // Listings of 50 pages with their rendered bodies, or one attachment (at most max_attachment_mb).
+      maxBytes: Math.max(cfg.max_attachment_mb * 1024 * 1024, 64 * 1024 * 1024),
+    })
+    const apiBase = confluenceApiBase(cfg.base_url)
+    const siteBase = apiBase.replace(/\/rest\/api$/, '')
+    const absolute = (link: string, base: string | undefined) => new URL(link, `${(base ?? siteBase).replace(/\/+$/, '')}/`).toString()
+    const excluded = new Set(cfg.exclude_labels)
+    const maxAttachment = cfg.max_attachment_mb * 1024 * 1024
+    let pagesSeen = 0
+
+    const tally = (outcome: string) => {
+      if (outcome === 'stored') ctx.counters.stored++
+      else if (outcome === 'unchanged') ctx.counters.unchanged++
+      else ctx.counters.skipped++
+    }
+
+    const unchanged = (source: string, version: string) => {
+      const k = ctx.known(source)
+      return k !== undefined && k.content_version === version && k.status !== 'failed' && k.status !== 'deleted'
+    }
+
+    async function attachments(page: Page, base: string | undefined): Promise<void> {
+      for (let start = 0; ; start += PAGE_SIZE) {
+        const list = await api.json<Paged<Attachment>>(
+          `${apiBase}/content/${encodeURIComponent(page.id)}/child/attachment?expand=version&limit=${PAGE_SIZE}&start=${start}`,
+          `the attachments of page ${page.id}`)
+        for (const a of list.results) {
+          const ext = extensionOf(a.title)
+          const docType = docTypeOf(a.title)
+          if (!(ATTACHMENT_EXTENSIONS as readonly string[]).includes(ext) || !docType || !a._links?.download) {
+            ctx.counters.skipped++
+            continue
+          }
+          if ((a.extensions?.fileSize ?? 0) > maxAttachment) {
+            ctx.counters.skipped++
+            continue
+          }
+          const downloadUrl = absolute(a._links.download, base)
+          // The link carries ?version=N: without it the URL names the attachment across versions (same doc_id).
+          const source = downloadUrl.replace(/\?.*$/, '')
+          const version = String(a.version?.number ?? 1)
+          if (unchanged(source, version)) {
+            ctx.keep(source)
+            ctx.counters.unchanged++
+            continue
+          }
+          let body: Uint8Array
+          try {
+            body = await api.bytes(downloadUrl, `attachment ${a.title}`, '*/*')
+            ctx.counters.fetched++
+          } catch (err) {
+            if (!(err instanceof SyncFailure) || err instanceof RateLimited) throw err
+            ctx.counters.failed++
+            if (ctx.known(source)) ctx.keep(source)
+            continue
+          }
+          if (body.byteLength === 0 || body.byteLength > maxAttachment) {
+            ctx.counters.skipped++
+            continue
+          }
+          tally(await ctx.store({
+            source, sourceUri: downloadUrl, title: a.title.replace(/\.[^.]+$/, ''), version, fileName: a.title, docType: docType as DocType,
+            contentType: CONTENT_TYPES[docType as DocType], body,
+          }))
+        }
+        if (list.results.length < PAGE_SIZE || !list._links?.next) return
+      }
+    }
+
+    for (let start = 0; ; start += PAGE_SIZE) {
+      const list = await api.json<Paged<Page>>(
+        `${apiBase}/content?spaceKey=${encodeURIComponent(cfg.space_key)}&type=page&expand=version,metadata.labels,body.view&limit=${PAGE_SIZE}&start=${start}`,
+        `the pages of space ${cfg.space_key}`)
+      for (const page of list.results) {
+        const labels = page.metadata?.labels?.results?.map((l) => l.name) ?? []
+        if (labels.some((l) => excluded.has(l))) {
+          ctx.counters.skipped++
+          continue
+        }
+        if (pagesSeen >= cfg.max_pages) {
+          ctx.truncate()
+          return
+        }
+        pagesSeen++
+        ctx.counters.fetched++
+        const source = absolute(page._links?.webui ?? `/pages/viewpage.action?pageId=${page.id}`, list._links?.base)
+        const version = String(page.version?.number ?? 1)
+        if (unchanged(source, version)) {
+          ctx.keep(source)
+          ctx.counters.unchanged++
+        } else {
+          const html = `<!doctype html><html><head><meta charset="utf-8"><title>${escapeHtml(page.title)}</title></head><body><h1>${escapeHtml(page.title)}</h1>\n${page.body?.view?.value ?? ''}</body></html>`
+          tally(await ctx.store({
+            source, sourceUri: source, title: page.title, version, fileName: `${page.id}.html`, docType: 'html',
+            contentType: 'text/html; charset=utf-8', body: new TextEncoder().encode(html),
+          }))
+        }
+        await attachments(page, list._links?.base)
+      }
+      if (list.results.length < PAGE_SIZE || !list._links?.next) return
+    }
+  }
+}

@@ -1,0 +1,278 @@
+// Web crawler (spec 4.9 "web", notes.md "Connectors (decisions)"): breadth-first from the seeds within their
+// scope, include/exclude patterns, depth, robots.txt, auth headers or basic auth, conditional requests.
+// Seed pages (with skip_seed_pages), pagination pages and pages under min_content_chars are crawled for links
+// only. Text is extracted by the service's HTML parser under ingestion.html_extraction_policy; the stored
+// document is the page's HTML, which the pipeline parses the same way.
+import { createHash } from 'node:crypto'
+import { parseHTML } from 'linkedom'
+import type { SqlRunner } from '../../../adapters/ports.ts'
+import { decodeText } from '../../../compute/parse/encoding.ts'
+import { extractHtmlText, sniffHtmlCharset } from '../../../compute/parse/html.ts'
+import { collapseSpaces } from '../../../compute/parse/text-util.ts'
+import { crawlQueue, PARALLEL_REQUESTS, SyncFailure, SyncStopped, USER_AGENT, type Source, type SourceResponse, type SyncContext } from '../engine.ts'
+import { ALLOW_ALL, parseRobots, type Robots } from '../robots.ts'
+import { resolveSecret } from '../secrets.ts'
+import { inScope, isPagination, normaliseUrl, passesPatterns } from '../url.ts'
+import type { WebConfigT } from '../schemas.ts'
+
+const MAX_REDIRECTS = 5
+const ROBOTS_TOKEN = 'quarry-webconnector'
+const ROBOTS_MAX_BYTES = 512 * 1024
+
+interface PageState {
+  etag: string | null
+  last_modified: string | null
+  content_hash: string | null
+  links: string[]
+  stored: boolean
+}
+
+type Fetched =
+  | { kind: 'page'; url: string; res: SourceResponse }
+  | { kind: 'not_modified'; url: string }
+  | { kind: 'skip'; url: string | null; why: string }
+
+/** Stored title (notes.md): og:title, then h1, then <title>, then the URL. */
+function titleOf(document: ReturnType<typeof parseHTML>['document'], url: string): string {
+  const og = document.querySelector('meta[property="og:title"], meta[name="og:title"]')?.getAttribute('content')
+  const h1 = document.querySelector('h1')?.textContent
+  const title = document.querySelector('title')?.textContent
+  for (const t of [og, h1, title]) {
+    const c = t ? collapseSpaces(t) : ''
+    if (c) return c.slice(0, 1000)
+  }
+  return url
+}
+
+function linksOf(document: ReturnType<typeof parseHTML>['document'], pageUrl: string): string[] {
+  const baseHref = document.querySelector('base[href]')?.getAttribute('href')
+  let base = pageUrl
+  if (baseHref) {
+    try {
+      base = new URL(baseHref, pageUrl).toString()
+    } catch { /* a broken <base> is ignored, as browsers do */ }
+  }
+  const out = new Set<string>()
+  const anchors = document.querySelectorAll('a[href]') as unknown as ArrayLike<{ getAttribute(n: string): string | null }>
+  for (let i = 0; i < anchors.length; i++) {
+    const href = anchors[i].getAttribute('href')
+    if (!href) continue
+    const u = normaliseUrl(href.trim(), base)
+    if (u) out.add(u)
+  }
+  return [...out]
+}
+
+const isHtml = (contentType: string | null) => /^\s*(text\/html|application\/xhtml\+xml)\b/i.test(contentType ?? '')
+
+export function createWebSource(sql: SqlRunner): Source {
+  return async (ctx: SyncContext) => {
+    const cfg = ctx.config as WebConfigT & { min_content_chars: number; html_extraction_policy: 'strict' | 'balanced' | 'lenient' }
+    const connectorId = ctx.connector.connector_id
+    const seeds = cfg.seed_urls.map((s) => normaliseUrl(s)).filter((s): s is string => s !== null)
+    if (seeds.length === 0) throw new SyncFailure('No valid seed URL')
+    const headers = authHeaders(ctx, cfg)
+    const maxBytes = ctx.settings.ingestion.max_file_size_mb * 1024 * 1024
+    const queueCap = cfg.max_pages * 20
+
+    const state = new Map<string, PageState>()
+    for (const r of await sql.query<PageState & { url: string }>(
+      'SELECT url, etag, last_modified, content_hash, links, stored FROM connector_pages WHERE connector_id = $1::uuid', [connectorId])) {
+      state.set(r.url, r)
+    }
+    const saveState = (url: string, s: PageState) => {
+      state.set(url, s)
+      return sql.query(
+        `INSERT INTO connector_pages (connector_id, url, etag, last_modified, content_hash, links, stored, fetched_at)
+         VALUES ($1::uuid, $2, $3, $4, $5, $6::jsonb, $7, now())
+         ON CONFLICT (connector_id, url) DO UPDATE SET etag = EXCLUDED.etag, last_modified = EXCLUDED.last_modified,
+           content_hash = EXCLUDED.content_hash, links = EXCLUDED.links, stored = EXCLUDED.stored, fetched_at = now()`,
+        [connectorId, url, s.etag, s.last_modified, s.content_hash, JSON.stringify(s.links), s.stored],
+      )
+    }
+
+    // One request per origin and run, shared by the requests in flight (a failed one is asked again later).
+    const robotsByOrigin = new Map<string, Promise<Robots>>()
+    /**
+     * The origin's rules. A missing file (4xx) allows everything; an unreachable one or a server error fails
+     * the page being fetched instead of disallowing the site, so a site that is down counts as failed (its
+     * documents are kept) rather than as emptied (and pruned).
+     */
+    const robotsFor = (url: string): Promise<Robots> => {
+      if (!cfg.respect_robots_txt) return Promise.resolve(ALLOW_ALL)
+      const origin = new URL(url).origin
+      let r = robotsByOrigin.get(origin)
+      if (!r) {
+        r = (async () => {
+          const res = await ctx.fetch(`${origin}/robots.txt`, { headers: { ...headers, 'user-agent': USER_AGENT }, redirect: 'follow' }, { maxBytes: ROBOTS_MAX_BYTES })
+          if (res.status >= 500) throw new Error(`robots.txt answered HTTP ${res.status}`)
+          // RFC 9309: a file over the limit is read up to it; here an oversized one is treated as absent.
+          return res.ok && res.body ? parseRobots(new TextDecoder().decode(res.body), ROBOTS_TOKEN) : ALLOW_ALL
+        })()
+        robotsByOrigin.set(origin, r)
+        r.catch(() => robotsByOrigin.delete(origin))
+      }
+      return r
+    }
+
+    /** Conditional validators only when the stored result can stand in for the page (a failed document is fetched again). */
+    const conditional = (url: string): Record<string, string> => {
+      const s = state.get(url)
+      if (!s) return {}
+      if (s.stored) {
+        const doc = ctx.known(url)
+        if (!doc || doc.status === 'failed' || doc.status === 'deleted') return {}
+      }
+      const h: Record<string, string> = {}
+      if (s.etag) h['if-none-match'] = s.etag
+      if (s.last_modified) h['if-modified-since'] = s.last_modified
+      return h
+    }
+
+    const wanted = (url: string) => inScope(url, seeds) && passesPatterns(url, cfg.include_patterns, cfg.exclude_patterns)
+
+    /** One page, following redirects inside the scope by hand (custom auth headers never leave it). */
+    const fetchPage = async (start: string, seen: Set<string>): Promise<Fetched> => {
+      let url = start
+      for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
+        if (!(await robotsFor(url)).allowed(url)) return { kind: 'skip', url, why: 'robots.txt' }
+        const res = await ctx.fetch(url, { headers: { ...headers, ...conditional(url), 'user-agent': USER_AGENT, accept: 'text/html,application/xhtml+xml;q=0.9,*/*;q=0.5' }, redirect: 'manual' },
+          { maxBytes, wantBody: (status, h) => status >= 200 && status < 300 && isHtml(h.get('content-type')) })
+        if (res.status === 304) return { kind: 'not_modified', url }
+        if (res.status >= 300 && res.status < 400 && res.headers.get('location')) {
+          const next = normaliseUrl(res.headers.get('location')!, url)
+          if (!next || !wanted(next)) return { kind: 'skip', url: null, why: 'redirect out of scope' }
+          if (seen.has(next)) return { kind: 'skip', url: null, why: 'redirect to a page already crawled' }
+          seen.add(next)
+          url = next
+          continue
+        }
+        return { kind: 'page', url, res }
+      }
+      return { kind: 'skip', url: null, why: 'too many redirects' }
+    }
+
+    const queue: { url: string; depth: number }[] = seeds.map((url) => ({ url, depth: 0 }))
+    const seen = new Set(seeds)
+    const seedSet = new Set(seeds)
+    let processed = 0
+    let seedFailures = 0
+    let lastSeedError = ''
+
+    const enqueueLinks = (links: readonly string[], depth: number) => {
+      if (depth > cfg.depth) return
+      for (const link of links) {
+        if (seen.has(link) || !wanted(link)) continue
+        if (queue.length >= queueCap) {
+          ctx.truncate()
+          return
+        }
+        seen.add(link)
+        queue.push({ url: link, depth })
+      }
+    }
+
+    /** One page: fetched (or 304), stored when it qualifies, its links queued. */
+    const processPage = async (url: string, depth: number): Promise<void> => {
+      let got: Fetched
+      try {
+        got = await fetchPage(url, seen)
+      } catch (err) {
+        if (err instanceof SyncStopped) throw err
+        ctx.counters.failed++
+        keepKnown(ctx, url, state)
+        if (seedSet.has(url)) {
+          seedFailures++
+          lastSeedError = `${url}: ${(err as Error).message}`
+        }
+        ctx.log.debug({ url, err }, 'page request failed')
+        return
+      }
+      if (got.kind === 'skip') {
+        ctx.counters.skipped++
+        return
+      }
+      ctx.counters.fetched++
+      const pageUrl = got.url
+      if (got.kind === 'not_modified') {
+        const s = state.get(pageUrl)
+        if (s?.stored) ctx.keep(pageUrl)
+        ctx.counters.unchanged++
+        enqueueLinks(s?.links ?? [], depth + 1)
+        return
+      }
+      const res = got.res
+      if (!res.ok) {
+        ctx.counters.failed++
+        // 404 and 410 say the page is gone (pruned after a complete run); anything else may pass.
+        if (res.status !== 404 && res.status !== 410) keepKnown(ctx, pageUrl, state)
+        if (seedSet.has(url)) {
+          seedFailures++
+          lastSeedError = `${url}: HTTP ${res.status}`
+        }
+        return
+      }
+      const bytes = res.body
+      // Not HTML (only text/html pages are parsed), over the size limit, or empty.
+      if (!bytes || bytes.byteLength === 0) {
+        ctx.counters.skipped++
+        return
+      }
+      const charset = /charset\s*=\s*"?([\w:.-]+)/i.exec(res.headers.get('content-type') ?? '')?.[1] ?? sniffHtmlCharset(bytes)
+      const html = decodeText(bytes, { declaredCharset: charset }).text
+      const { document } = parseHTML(html)
+      const links = linksOf(document, pageUrl)
+      const { text } = extractHtmlText(html, cfg.html_extraction_policy)
+      const body = text.trim()
+      const hash = `sha256:${createHash('sha256').update(body).digest('hex')}`
+      const etag = res.headers.get('etag')
+      const storable = !(depth === 0 && cfg.skip_seed_pages && seedSet.has(url)) && !isPagination(pageUrl) && body.length >= cfg.min_content_chars && body.length > 0
+      if (storable) {
+        await ctx.store({
+          source: pageUrl, sourceUri: pageUrl, title: titleOf(document, pageUrl), version: etag ?? hash, fileName: 'page.html',
+          docType: 'html', contentType: res.headers.get('content-type') ?? 'text/html', body: bytes,
+        }).then((r) => {
+          if (r === 'stored') ctx.counters.stored++
+          else if (r === 'unchanged') ctx.counters.unchanged++
+          else ctx.counters.skipped++
+        })
+      } else ctx.counters.skipped++
+      await saveState(pageUrl, { etag, last_modified: res.headers.get('last-modified'), content_hash: hash, links, stored: storable })
+      enqueueLinks(links, depth + 1)
+    }
+
+    // With request_delay_ms 0 several pages are in flight at once; any delay means one request at a time.
+    const concurrency = cfg.request_delay_ms === 0 ? PARALLEL_REQUESTS : 1
+    await crawlQueue(queue, concurrency, () => {
+      if (processed < cfg.max_pages) return true
+      ctx.truncate()
+      return false
+    }, async ({ url, depth }) => {
+      processed++
+      await processPage(url, depth)
+    })
+    if (seedFailures === seeds.length) throw new SyncFailure(`No seed URL could be fetched (${lastSeedError})`)
+  }
+}
+
+/** A page that failed this time is not proof that it is gone: its document is kept. */
+function keepKnown(ctx: SyncContext, url: string, state: Map<string, PageState>): void {
+  if (state.get(url)?.stored || ctx.known(url)) ctx.keep(url)
+}
+
+/** auth_headers win over auth_basic; secrets resolved now, held only in this run's memory. */
+function authHeaders(ctx: SyncContext, cfg: WebConfigT): Record<string, string> {
+  const out: Record<string, string> = {}
+  const entries = Object.entries(cfg.auth_headers ?? {})
+  try {
+    if (entries.length > 0) {
+      for (const [name, value] of entries) out[name.toLowerCase()] = resolveSecret(ctx.secrets, value, `auth_headers.${name}`)
+    } else if (cfg.auth_basic) {
+      const password = resolveSecret(ctx.secrets, cfg.auth_basic.password, 'auth_basic.password')
+      out.authorization = `Basic ${Buffer.from(`${cfg.auth_basic.username}:${password}`).toString('base64')}`
+    }
+  } catch (err) {
+    throw new SyncFailure((err as Error).message)
+  }
+  return out
+}
