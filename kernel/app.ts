@@ -5,16 +5,19 @@ import type { TSchema } from '@sinclair/typebox'
 import { closeAdapters, createAdapters } from '../adapters/index.ts'
 import type { Adapters } from '../adapters/ports.ts'
 import type { Settings } from './config/schema.ts'
-import { AppError, ValidationError } from './errors.ts'
+import { AppError, clip, notFound, ValidationError, type ValidationIssue } from './errors.ts'
 import { listenUws, type UwsServer } from './http/uws.ts'
 import type { BodyPlan, BodySource, Dispatcher, HttpExchange, HttpResult, Matched } from './http/types.ts'
 import { createLogger, type Logger } from './log.ts'
 import { Reply, type Caller, type Plugin, type PluginContext, type Request, type RequestHook, type RouteInfo, type RouteSpec } from './plugin.ts'
 import { Router, type Method } from './router.ts'
-import { compile, type CompiledSchema } from './validate.ts'
+import { couldExist, PATH_IDS, type PathIdFormat } from './schemas.ts'
+import { compile, jsonIssues, unstorable, unstorableIssue, type CompiledSchema } from './validate.ts'
 
 interface CompiledRoute {
   info: RouteInfo
+  /** The fixed-format ids among the path's parameters, in path order (kb_id is checked before doc_id). */
+  ids: [string, PathIdFormat][]
   params?: CompiledSchema<TSchema>
   query?: CompiledSchema<TSchema>
   body?: CompiledSchema<TSchema>
@@ -65,10 +68,43 @@ let requestCounter = 0
 const requestPrefix = Date.now().toString(36)
 const REQUEST_ID = /^[\w.:-]{1,128}$/
 
+/**
+ * The safety net under every echo of user input: whatever a message was built from, an error body stays small.
+ * Values should be clipped where they are echoed (clip, 200); this catches the echo someone forgot.
+ */
+const MAX_DETAIL_CHARS = 2000
+/** Above clip's 200 plus its marker: a key clipped where it was echoed passes unchanged. */
+const MAX_LOC_CHARS = 300
+
+const boundIssue = (i: ValidationIssue): ValidationIssue => ({
+  loc: i.loc.map((part) => (typeof part === 'string' ? clip(part, MAX_LOC_CHARS) : part)),
+  msg: clip(i.msg, MAX_DETAIL_CHARS),
+  type: i.type,
+})
+
 export function errorBody(err: unknown): { status: number; body: Record<string, unknown>; headers: Record<string, string> } {
-  if (err instanceof ValidationError) return { status: 422, body: { detail: err.issues }, headers: {} }
-  if (err instanceof AppError) return { status: err.status, body: { ...err.extra, detail: err.message }, headers: err.headers ?? {} }
+  if (err instanceof ValidationError) return { status: 422, body: { detail: err.issues.map(boundIssue) }, headers: {} }
+  if (err instanceof AppError) return { status: err.status, body: { ...err.extra, detail: clip(err.message, MAX_DETAIL_CHARS) }, headers: err.headers ?? {} }
   return { status: 500, body: { detail: 'Internal Server Error' }, headers: {} }
+}
+
+const pathIds = (path: string): [string, PathIdFormat][] =>
+  [...path.matchAll(/\{([^}]+)\}/g)].flatMap(([, name]) => (PATH_IDS[name] ? [[name, PATH_IDS[name]] as [string, PathIdFormat]] : []))
+
+/**
+ * Runs before hooks and validation, so that neither an access check nor a handler ever sees a path value that
+ * cannot be stored: a fixed-format id that does not match is the resource's 404, anything else unstorable 422.
+ */
+function guardPath(route: CompiledRoute, params: Record<string, string>): void {
+  for (const [name, format] of route.ids) {
+    if (!couldExist(name, params[name])) throw notFound(format.notFound(params), format.code)
+  }
+  let bad: ValidationIssue[] | undefined
+  for (const name in params) {
+    const msg = unstorable(params[name])
+    if (msg) (bad ??= []).push(unstorableIssue(['path', name], msg))
+  }
+  if (bad) throw new ValidationError(bad)
 }
 
 export async function createApp(opts: AppOptions): Promise<App> {
@@ -103,6 +139,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     }
     router.add(spec.method, toRouterPath(spec.path), {
       info,
+      ids: pathIds(spec.path),
       params: spec.params ? compile(spec.params) : undefined,
       query: spec.query ? compile(spec.query) : undefined,
       body: spec.body ? compile(spec.body) : undefined,
@@ -228,6 +265,11 @@ export async function createApp(opts: AppOptions): Promise<App> {
   /** Synchronous all the way when nothing needs to wait: no hook, no body, a handler that returns a value. */
   function run(route: CompiledRoute, rawParams: Record<string, string>, ex: HttpExchange, id: string): HttpResult | Promise<HttpResult> {
     const { info } = route
+    try {
+      guardPath(route, rawParams)
+    } catch (err) {
+      return failure(err, id, ex)
+    }
     const req = makeRequest(rawParams, ex, id)
     if (hooks.length > 0 || (info.bodyKind === 'json' && ex.bodyBytes === undefined)) return runAsync(route, req, ex)
     try {
@@ -368,12 +410,16 @@ function parseJsonBody(buf: Buffer, required: boolean): unknown {
     if (required) throw new ValidationError([{ loc: ['body'], msg: 'Field required', type: 'missing' }])
     return undefined
   }
+  let value: unknown
   try {
-    return JSON.parse(buf.toString('utf8'))
+    value = JSON.parse(buf.toString('utf8'))
   } catch (err) {
     const pos = /position (\d+)/.exec((err as Error).message)
-    throw new ValidationError([{ loc: ['body', pos ? Number(pos[1]) : 0], msg: `JSON decode error: ${(err as Error).message}`, type: 'json_invalid' }])
+    throw new ValidationError([{ loc: ['body', pos ? Number(pos[1]) : 0], msg: `JSON decode error: ${clip((err as Error).message)}`, type: 'json_invalid' }])
   }
+  const bad = jsonIssues(value, 'body')
+  if (bad.length > 0) throw new ValidationError(bad)
+  return value
 }
 
 /** Query strings: the last value of a key wins, except for keys the schema declares as arrays. */
@@ -381,10 +427,14 @@ function parseQuery(raw: string, schema?: CompiledSchema<TSchema>): Record<strin
   const out: Record<string, unknown> = {}
   if (raw) {
     const props = (schema?.schema as { properties?: Record<string, { type?: string }> } | undefined)?.properties ?? {}
+    let bad: ValidationIssue[] | undefined
     for (const [k, v] of new URLSearchParams(raw)) {
+      const msg = unstorable(k) ?? unstorable(v)
+      if (msg) (bad ??= []).push(unstorableIssue(['query', clip(k)], msg))
       if (props[k]?.type === 'array') ((out[k] ??= []) as string[]).push(v)
       else out[k] = v
     }
+    if (bad) throw new ValidationError(bad)
   }
   return schema ? (schema.parse(out, 'query') as Record<string, unknown>) : out
 }

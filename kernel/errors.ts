@@ -7,6 +7,19 @@ export interface ValidationIssue {
   type: string
 }
 
+/**
+ * Cuts a user-supplied value to at most `max` characters before it is echoed in an error text, marking the
+ * cut with its full length, so that a 10,000-character id does not come back whole. A surrogate pair is
+ * never split (the cut would leave a lone surrogate that JSON encoders and PostgreSQL refuse).
+ */
+export function clip(value: string, max = 200): string {
+  if (value.length <= max) return value
+  let end = Math.max(0, max)
+  const last = value.charCodeAt(end - 1)
+  if (last >= 0xd800 && last <= 0xdbff) end -= 1
+  return `${value.slice(0, end)}…[${value.length} chars]`
+}
+
 export class AppError extends Error {
   readonly code: string
   readonly status: number

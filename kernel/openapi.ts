@@ -1,7 +1,8 @@
 // OpenAPI 3.1 from the registered routes: the same TypeBox schemas that validate requests describe them.
-import type { TSchema } from '@sinclair/typebox'
+import { Type, type TSchema } from '@sinclair/typebox'
 import type { RouteInfo } from './plugin.ts'
-import { ErrorResponse, ValidationErrorResponse } from './schemas.ts'
+import { ErrorResponse, PATH_IDS, ValidationErrorResponse } from './schemas.ts'
+import { boundIntegers } from './validate.ts'
 
 /** TypeBox schemas are JSON Schema; a JSON round trip drops its symbol keys. Our custom keywords stay as x- extensions. */
 function clean(schema: TSchema): Record<string, unknown> {
@@ -12,15 +13,21 @@ function clean(schema: TSchema): Record<string, unknown> {
   }))
 }
 
-function parameters(schema: TSchema | undefined, where: 'path' | 'query'): unknown[] {
-  if (!schema) return []
-  const s = schema as { properties?: Record<string, TSchema>; required?: string[] }
-  return Object.entries(s.properties ?? {}).map(([name, prop]) => ({
+/** What a request is validated against: the kernel bounds integers (validate.ts), so the description does too. */
+const request = (schema: TSchema) => clean(boundIntegers(schema))
+
+function parameters(schema: TSchema | undefined, where: 'path' | 'query', path = ''): unknown[] {
+  const s = (schema ?? {}) as { properties?: Record<string, TSchema>; required?: string[] }
+  const props = { ...s.properties }
+  // Every parameter of the path template is described, declared by a schema or not (OpenAPI requires it).
+  if (where === 'path') for (const [, name] of path.matchAll(/\{([^}]+)\}/g)) props[name] ??= Type.String()
+  return Object.entries(props).map(([name, prop]) => ({
     name,
     in: where,
     required: where === 'path' || (s.required ?? []).includes(name),
     description: (prop as { description?: string }).description,
-    schema: clean(prop),
+    // The kernel enforces the fixed id formats (a mismatch is 404), so clients see them here.
+    schema: where === 'path' && PATH_IDS[name] ? { pattern: PATH_IDS[name].pattern, ...request(prop) } : request(prop),
   }))
 }
 
@@ -46,13 +53,13 @@ export function buildOpenApi(routes: readonly RouteInfo[], info: { title: string
       summary: r.summary,
       ...(r.description ? { description: r.description } : {}),
       tags: r.tags,
-      parameters: [...parameters(r.params, 'path'), ...parameters(r.query, 'query')],
+      parameters: [...parameters(r.params, 'path', r.path), ...parameters(r.query, 'query')],
       responses,
     }
     if (r.bodyKind === 'json' && r.body) {
-      op.requestBody = { required: true, content: { 'application/json': { schema: clean(r.body) } } }
+      op.requestBody = { required: true, content: { 'application/json': { schema: request(r.body) } } }
     } else if (r.bodyKind === 'multipart') {
-      op.requestBody = { required: true, content: { 'multipart/form-data': { schema: r.body ? clean(r.body) : { type: 'object' } } } }
+      op.requestBody = { required: true, content: { 'multipart/form-data': { schema: r.body ? request(r.body) : { type: 'object' } } } }
     }
     if (r.access.level !== 'public') op.security = [{ bearer: [] }, {}]
     ;(paths[r.path] ??= {})[r.method.toLowerCase()] = op

@@ -2,8 +2,9 @@
 // so an upload is never buffered whole and a file over the cap is refused as soon as it passes it.
 import type { Readable } from 'node:stream'
 import busboy from 'busboy'
-import { AppError, unprocessable } from '../errors.ts'
+import { AppError, clip, unprocessable, ValidationError } from '../errors.ts'
 import type { Request } from '../plugin.ts'
+import { unstorable, unstorableIssue } from '../validate.ts'
 
 export interface MultipartFile {
   field: string
@@ -20,11 +21,33 @@ export interface MultipartOptions {
   onFile(file: MultipartFile): Promise<void>
 }
 
+/**
+ * A file name becomes a document's source, title and object key: it must be storable, carry no control
+ * character (it reaches listings and Content-Disposition), and fit one object-key segment (240 bytes, the
+ * object stores' limit in adapters/objects/keys.ts, below most file systems' 255), which is also far below
+ * PostgreSQL's limit for the unique index on (kb_id, source).
+ */
+export const MAX_FILENAME_BYTES = 240
+const CONTROL = /[\u0000-\u001f\u007f]/
+
+function filePartIssue(field: string, filename: string, mimeType: string): ValidationError | null {
+  const partMsg = unstorable(field) ?? unstorable(mimeType)
+  if (partMsg) return new ValidationError([unstorableIssue(['body', clip(field)], partMsg)])
+  const loc = ['body', clip(field), 'filename']
+  const msg = unstorable(filename)
+  if (msg) return new ValidationError([unstorableIssue(loc, msg)])
+  if (CONTROL.test(filename)) return new ValidationError([{ loc, msg: 'File name should not contain control characters', type: 'value_error' }])
+  if (Buffer.byteLength(filename) > MAX_FILENAME_BYTES) {
+    return new ValidationError([{ loc, msg: `File name should have at most ${MAX_FILENAME_BYTES} bytes in UTF-8, not ${Buffer.byteLength(filename)}`, type: 'string_too_long' }])
+  }
+  return null
+}
+
 /** Returns the non-file fields. Rejects with 422 when the body is not multipart/form-data. */
 export function readMultipart(req: Request<any, any, any>, opts: MultipartOptions): Promise<Record<string, string>> {
   const type = req.headers['content-type'] ?? ''
   if (!type.toLowerCase().startsWith('multipart/form-data')) {
-    return Promise.reject(unprocessable(`Expected a multipart/form-data body, got '${type || 'no content type'}'`, 'NOT_MULTIPART'))
+    return Promise.reject(unprocessable(`Expected a multipart/form-data body, got '${clip(type) || 'no content type'}'`, 'NOT_MULTIPART'))
   }
   return new Promise((resolve, reject) => {
     let parser: busboy.Busboy
@@ -35,7 +58,7 @@ export function readMultipart(req: Request<any, any, any>, opts: MultipartOption
         defParamCharset: 'utf8',
       })
     } catch (err) {
-      reject(unprocessable(`Malformed multipart body: ${(err as Error).message}`, 'BAD_MULTIPART'))
+      reject(unprocessable(`Malformed multipart body: ${clip((err as Error).message)}`, 'BAD_MULTIPART'))
       return
     }
     const fields: Record<string, string> = {}
@@ -50,28 +73,39 @@ export function readMultipart(req: Request<any, any, any>, opts: MultipartOption
       reject(err)
     }
 
-    parser.on('field', (name, value) => {
-      fields[name] = value
+    // busboy's types promise strings, but a part with `name=""` (or no filename, or no type) gives undefined.
+    parser.on('field', (rawName: string | undefined, value: string) => {
+      const name = rawName ?? ''
+      const msg = unstorable(name) ?? unstorable(value)
+      if (msg) fail(new ValidationError([unstorableIssue(['body', clip(name)], msg)]))
+      else fields[name] = value
     })
-    parser.on('file', (field, stream, info) => {
+    parser.on('file', (rawField: string | undefined, stream, info) => {
       // The reader sees a stream error through its own read; this listener keeps an unread one from crashing.
       stream.on('error', () => {})
+      const field = rawField ?? ''
+      const refused = filePartIssue(field, info.filename ?? '', info.mimeType ?? '')
+      if (refused) {
+        stream.resume()
+        fail(refused)
+        return
+      }
       stream.on('limit', () => {
-        stream.destroy(new AppError('FILE_TOO_LARGE', 422, `File '${info.filename}' is larger than the ${formatBytes(opts.maxFileBytes)} limit`))
+        stream.destroy(new AppError('FILE_TOO_LARGE', 422, `File '${clip(info.filename ?? '')}' is larger than the ${formatBytes(opts.maxFileBytes)} limit`))
       })
       chain = chain.then(async () => {
         if (failed) {
           stream.resume()
           return
         }
-        await opts.onFile({ field, filename: info.filename ?? '', mimeType: info.mimeType, stream })
+        await opts.onFile({ field, filename: info.filename ?? '', mimeType: info.mimeType ?? '', stream })
         // Whatever the handler did not read is drained so the next part can arrive.
         if (!stream.readableEnded && !stream.destroyed) stream.resume()
       })
       chain.catch(fail)
     })
     parser.on('filesLimit', () => fail(unprocessable(`Too many files: at most ${opts.maxFiles}`, 'TOO_MANY_FILES')))
-    parser.on('error', (err: Error) => fail(unprocessable(`Malformed multipart body: ${err.message}`, 'BAD_MULTIPART')))
+    parser.on('error', (err: Error) => fail(unprocessable(`Malformed multipart body: ${clip(err.message)}`, 'BAD_MULTIPART')))
     parser.on('close', () => {
       chain.then(() => {
         if (!failed) resolve(fields)

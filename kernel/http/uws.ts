@@ -137,6 +137,8 @@ class UwsExchange implements HttpExchange {
   source: BodySource | null = null
   aborted = false
   done = false
+  /** The socket is paused because a streamed body's reader fell behind (streamBody). */
+  bodyPaused = false
   private controller: AbortController | null = null
   private remote: string | null = null
 
@@ -217,6 +219,10 @@ class UwsExchange implements HttpExchange {
   finish(result: HttpResult): void {
     if (this.aborted || this.done) return
     this.done = true
+    if (this.bodyPaused) {
+      this.bodyPaused = false
+      this.res.resume()
+    }
     send(this.res, this.method, result, this.state.draining, this)
   }
 
@@ -301,20 +307,30 @@ const EMPTY_BODY: BodySource = {
   stream: () => Readable.from([]),
 }
 
-function streamBody(res: uws.HttpResponse, ex: { readonly signal: AbortSignal }): BodySource {
-  let paused = false
+/**
+ * A streamed request body. A handler may answer before the body has all arrived (a multipart upload refused at
+ * its first part); from then on uWS's response must not be touched (it throws, uncaught, from a stream
+ * callback), the rest of the body is dropped instead of buffered, and finish() resumes a paused socket so
+ * that uWS reads the body to its end and the connection stays usable.
+ */
+function streamBody(res: uws.HttpResponse, ex: UwsExchange): BodySource {
+  const live = () => !ex.done && !ex.aborted
   const readable = new Readable({
     highWaterMark: 256 * 1024,
     read() {
-      if (paused) {
-        paused = false
+      if (ex.bodyPaused && live()) {
+        ex.bodyPaused = false
         res.resume()
       }
     },
   })
   res.onData((chunk, isLast) => {
+    if (!live()) {
+      if (isLast) readable.push(null)
+      return
+    }
     if (!readable.push(copy(chunk)) && !isLast) {
-      paused = true
+      ex.bodyPaused = true
       res.pause()
     }
     if (isLast) readable.push(null)

@@ -27,6 +27,14 @@ const Echo = Type.Object({
   tags: Type.Optional(Type.Array(Type.String())),
 })
 
+/** Resolved when /slow is being handled: a test can close the app knowing the request is in flight. */
+const signal = () => {
+  let resolve!: () => void
+  const promise = new Promise<void>((r) => (resolve = r))
+  return { promise, resolve }
+}
+let slowStarted = signal()
+
 const echoPlugin = definePlugin({
   name: 'echo',
   register(ctx) {
@@ -45,7 +53,11 @@ const echoPlugin = definePlugin({
     })
     ctx.route({
       method: 'GET', path: '/slow', summary: 's',
-      handler: async () => { await sleep(400); return { slow: true } },
+      handler: async () => {
+        slowStarted.resolve()
+        await sleep(400)
+        return { slow: true }
+      },
     })
     ctx.route({
       method: 'POST', path: '/upload', summary: 'u', bodyKind: 'multipart',
@@ -188,8 +200,9 @@ describe('kernel over HTTP (uWebSockets.js)', () => {
 
   it('finishes in-flight requests on close and then stops accepting', async (t) => {
     const { app, url } = await boot([echoPlugin])
+    slowStarted = signal()
     const inflight = fetch(`${url}/slow`)
-    await sleep(100)
+    await slowStarted.promise
     const closing = app.close()
     const res = await inflight
     assert.equal(res.status, 200)
