@@ -2,8 +2,9 @@
 import { join, resolve } from 'node:path'
 import type { Settings } from '../kernel/config/schema.ts'
 import type { Logger } from '../kernel/log.ts'
-import type { Adapters, Embedder, ObjectStore, Queue, Sql, VectorStore } from './ports.ts'
+import type { Adapters, Embedder, ObjectStore, Queue, SearchCache, SharedSecrets, Sql, VectorStore } from './ports.ts'
 import { migrate } from './metadata/migrate.ts'
+import { withIndexVersions } from './cache/versioned-vectors.ts'
 
 export type { Adapters }
 
@@ -70,6 +71,29 @@ export async function createVectors(s: Settings, log?: Logger): Promise<VectorSt
   return createEmbeddedVectorStore({ dir: dataPath(s, 'vectors'), dimensions: s.embedding.vector_size, log: log?.child({ port: 'vectors' }) })
 }
 
+/** Bounds of the search cache (answers are a few kB to a few hundred kB each). */
+export const SEARCH_CACHE_LIMITS = { ttlMs: 300_000, maxEntries: 5000, maxBytes: 64 * 1024 * 1024 }
+
+/** Redis when the queue is on Redis: every instance that shares the queue writes vectors and must share versions. */
+export async function createSearchCache(s: Settings): Promise<SearchCache> {
+  if (s.redis.host) {
+    const { createRedisSearchCache } = await import('./cache/redis.ts')
+    return createRedisSearchCache({
+      host: s.redis.host, port: s.redis.port, password: s.redis.password, db: s.redis.db, prefix: s.redis.key_prefix,
+      ttlMs: SEARCH_CACHE_LIMITS.ttlMs, maxEntries: SEARCH_CACHE_LIMITS.maxEntries,
+    })
+  }
+  const { createMemorySearchCache } = await import('./cache/memory.ts')
+  return createMemorySearchCache(SEARCH_CACHE_LIMITS)
+}
+
+/** With the services every API instance shares Redis; with the embedded engines one process owns data_dir. */
+export async function createSecrets(s: Settings): Promise<SharedSecrets> {
+  const { createFileSecrets, createRedisSecrets } = await import('./cache/secrets.ts')
+  if (s.redis.host) return createRedisSecrets({ host: s.redis.host, port: s.redis.port, password: s.redis.password, db: s.redis.db, prefix: s.redis.key_prefix })
+  return createFileSecrets(dataPath(s, 'secrets'))
+}
+
 export async function createEmbedderFromSettings(s: Settings): Promise<Embedder> {
   const { createEmbedder } = await import('./embedders/index.ts')
   return createEmbedder(
@@ -92,13 +116,16 @@ export async function createAdapters(s: Settings, log?: Logger): Promise<Adapter
     const sql = await open('metadata', () => createSql(s))
     const applied = await migrate(sql)
     if (applied.length > 0) log?.info({ versions: applied }, 'migrations applied')
-    const [objects, queue, vectors, embedder] = await Promise.all([
+    const [objects, queue, vectors, embedder, searchCache] = await Promise.all([
       open('objects', () => createObjects(s)),
       open('queue', () => createQueue(s)),
       open('vectors', () => createVectors(s, log)),
       open('embeddings', () => createEmbedderFromSettings(s)),
+      open('search cache', () => createSearchCache(s)),
     ])
-    return { sql, objects, queue, vectors, embedder }
+    const secrets = await open('secrets', () => createSecrets(s))
+    // Chosen here, for every process (API, worker, stdio MCP): no write path can skip the version bump.
+    return { sql, objects, queue, vectors: withIndexVersions(vectors, searchCache), embedder, searchCache, secrets }
   } catch (err) {
     for (const a of opened.reverse()) await a.close().catch(() => {})
     throw err
@@ -107,7 +134,7 @@ export async function createAdapters(s: Settings, log?: Logger): Promise<Adapter
 
 /** Closes in reverse order of opening; one failure does not stop the others. */
 export async function closeAdapters(a: Adapters, log?: Logger): Promise<void> {
-  for (const [name, port] of [['embeddings', a.embedder], ['vectors', a.vectors], ['queue', a.queue], ['objects', a.objects], ['metadata', a.sql]] as const) {
+  for (const [name, port] of [['secrets', a.secrets], ['search cache', a.searchCache], ['embeddings', a.embedder], ['vectors', a.vectors], ['queue', a.queue], ['objects', a.objects], ['metadata', a.sql]] as const) {
     try {
       await port.close()
     } catch (err) {

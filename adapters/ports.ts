@@ -122,6 +122,23 @@ export interface VectorQuery {
    * so it costs about what one collection of their combined size costs, however many KBs it names.
    */
   effort?: number
+  /** Only points matching this are ranked (inside the index, before the limit cut): a filtered search still fills `limit`. */
+  filter?: VectorFilter
+}
+
+/**
+ * Conditions on the payload, all of which a point must meet; an absent field places no condition, an empty list
+ * matches nothing. Lists match any of their values. Times are epoch milliseconds compared with the payload's
+ * updated_at: after <= updated_at < before (so adjacent windows neither overlap nor leave a gap).
+ */
+export interface VectorFilter {
+  docIds?: readonly string[]
+  sourceTypes?: readonly string[]
+  docTypes?: readonly string[]
+  /** The payload's source starts with this (case-sensitive, character by character). */
+  sourcePrefix?: string
+  updatedAfter?: number
+  updatedBefore?: number
 }
 
 /** Vectors: one collection per KB, a dense vector (cosine) and a sparse vector (IDF-weighted dot product) per chunk. */
@@ -153,10 +170,49 @@ export interface Embedder {
   close(): Promise<void>
 }
 
+/**
+ * Search answers cached under the versions of the searched KBs' indexes: Redis with the services (shared by every
+ * instance), in process with the embedded engines. Every write to a KB's vectors bumps its version (the vector
+ * store is wrapped where drivers are chosen, adapters/index.ts), so an answer computed before a write is never
+ * read after it; nothing has to delete entries for that.
+ */
+export interface SearchCache {
+  readonly name: 'memory' | 'redis'
+  /**
+   * The KBs' versions and the answer cached under `key` at those versions, in one round trip. `versions` is null
+   * when a KB has no version yet (never written or searched with results since the store began): not cacheable.
+   */
+  lookup(key: string, kbIds: readonly string[]): Promise<{ versions: string[] | null; value: string | null }>
+  /** Keeps `value` for `key` at `versions` (as looked up), for the entry lifetime, within the entry bound. */
+  store(key: string, kbIds: readonly string[], versions: readonly string[], value: string): Promise<void>
+  /** Gives each KB that has no version one, so that its answers can be cached from then on. */
+  init(kbIds: readonly string[]): Promise<void>
+  /** The KB's index changed: what was cached at its current version is never read again. Call after the write. */
+  bump(kbId: string): Promise<void>
+  /** Removes the cached answers that include this KB (every answer when omitted); returns how many. */
+  clear(kbId?: string): Promise<number>
+  close(): Promise<void>
+}
+
+/**
+ * Random secrets created once and then shared by every instance: in Redis with the services (every API instance
+ * shares it), in a file under data_dir with the embedded engines (one process owns data_dir). The MCP endpoint
+ * signs its session ids with one, so that any instance accepts a session another one opened.
+ */
+export interface SharedSecrets {
+  readonly name: 'redis' | 'file'
+  /** 32 random bytes under this name, created by whoever asks first; `fresh` reads the store again. */
+  get(name: string, opts?: { fresh?: boolean }): Promise<Buffer>
+  close(): Promise<void>
+}
+
 export interface Adapters {
   sql: Sql
   objects: ObjectStore
   queue: Queue
+  /** Wrapped so that every write bumps the KB's version in searchCache. */
   vectors: VectorStore
   embedder: Embedder
+  searchCache: SearchCache
+  secrets: SharedSecrets
 }

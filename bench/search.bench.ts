@@ -13,18 +13,27 @@
 // store, the search service called in-process, and HTTP, each on the same queries, so that
 //   share outside the index = 1 - index time / end-to-end time          (target <= 20 %)
 // Under load (16 connections by default): QPS, p50, p99 per case, and 10-KB / 1-KB latency (target <= 2).
+//
+// The search cache (plugins/search/cache.ts) is kept from storing during all of the above, so every request is a
+// miss that still pays for the key and the lookup. Then, for the hybrid cases, cache hits beside misses: at 1
+// connection, a cached query and an uncached one in turn (hit/miss ratio), and under load with every query cached.
+// The miss path's own cost is measured in process, paired per query: the route's cached search (a miss) minus the
+// plain service search and JSON.stringify on the same query.
 import { fork, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
-import type { VectorStore } from '../adapters/ports.ts'
+import { closeAdapters, createAdapters } from '../adapters/index.ts'
+import type { SearchCache, VectorStore } from '../adapters/ports.ts'
 import { encodeQuery } from '../compute/text/sparse.ts'
 import { createApp, type App } from '../kernel/app.ts'
 import { resolveSettings } from '../kernel/config/load.ts'
 import { createLogger } from '../kernel/log.ts'
 import { defaultPlugins } from '../kernel/plugins.ts'
+import { cacheKey, createCachedSearch, finish, serialise, settingsFingerprint, type CachedSearch } from '../plugins/search/cache.ts'
 import type { SearchService } from '../plugins/search/service.ts'
+import { gateCache } from './search/cache-gate.ts'
 import { machine, median, percentile, round } from './lib/machine.ts'
 import { buildSearchData, readSearchData, type SearchData } from './search/build-data.ts'
 import type { LoadResult, LoadRun } from './search/load-client.ts'
@@ -139,6 +148,46 @@ async function inProcess(search: SearchService, c: Case, query: string, topK: nu
   return { service: t1 - t0, json: performance.now() - t1, results: out.results.length }
 }
 
+/** The route's path in process: cache key and lookup, then (a miss while the cache does not store) search and serialise. */
+async function inProcessCached(cached: CachedSearch, c: Case, query: string, topK: number): Promise<number> {
+  const t0 = performance.now()
+  await cached.searchJson({ query, kb_ids: c.kbIds, options: { mode: c.mode, top_k: topK } })
+  return performance.now() - t0
+}
+
+/**
+ * What the cache adds to a miss, alone: key, lookup and the answer serialised in two parts, against one
+ * JSON.stringify of the same answer; microseconds per request, over `n` repetitions (the median of 5 runs).
+ */
+async function missPathAddedUs(search: SearchService, cache: SearchCache, fingerprint: string, c: Case, query: string, topK: number, n = 2000): Promise<number> {
+  const plan = await search.plan({ query, kb_ids: c.kbIds, options: { mode: c.mode, top_k: topK } })
+  const { output } = await search.run(plan, performance.now())
+  const runs: number[] = []
+  let sink = 0
+  for (let r = 0; r < 5; r++) {
+    const t0 = performance.now()
+    for (let i = 0; i < n; i++) {
+      const key = cacheKey(fingerprint, plan)
+      await cache.lookup(key, plan.kbIds)
+      const { head, latency } = serialise(output)
+      sink += finish(head, 'miss', latency).length
+    }
+    const t1 = performance.now()
+    for (let i = 0; i < n; i++) sink += JSON.stringify(output).length
+    runs.push(((t1 - t0) - (performance.now() - t1)) * 1000 / n)
+  }
+  if (sink === 0) throw new Error('nothing serialised')
+  return median(runs)
+}
+
+/** A query that searches as `query` does but keys another cache entry (the query text is part of the key). */
+const uncachedTwin = (query: string) => `${query} `
+
+async function cacheStatus(base: string, c: Case, query: string, topK: number): Promise<string> {
+  const res = await fetch(`${base}/api/search`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query, kb_ids: c.kbIds, options: { mode: c.mode, top_k: topK } }) })
+  return ((await res.json()) as { meta: { cache_status: string } }).meta.cache_status
+}
+
 /**
  * Times the service's vectors.search calls while installed (the service holds the same store object): the
  * wall time during which at least one call is in flight, so that the concurrent calls of a multi-KB search
@@ -177,6 +226,7 @@ export async function run(opts: SearchBenchOptions) {
   const dataOpts = { dataDir, chunks, dimensions: DIMS, splits: SPLITS, queries: 1000 }
 
   let app: App | undefined
+  let adapters: Awaited<ReturnType<typeof createAdapters>> | undefined
   let client: Client | undefined
   try {
     let data: SearchData | null = keep ? await readSearchData(dataOpts) : null
@@ -194,7 +244,11 @@ export async function run(opts: SearchBenchOptions) {
     })
     const t0 = performance.now()
     process.stderr.write('search bench: starting the service\n')
-    app = await createApp({ settings, plugins: defaultPlugins(), log: createLogger('ERROR') })
+    const log = createLogger('ERROR')
+    adapters = await createAdapters(settings, log)
+    const cache = gateCache(adapters.searchCache)
+    adapters.searchCache = cache
+    app = await createApp({ settings, plugins: defaultPlugins(), log, adapters })
     const port = await app.listen(0, '127.0.0.1')
     const startMs = performance.now() - t0
     const base = `http://127.0.0.1:${port}`
@@ -206,7 +260,10 @@ export async function run(opts: SearchBenchOptions) {
     for (const c of cases) if (c.layout === '10kb') c.efforts = splitSizes.map((n) => n / splitTotal)
     const rss = process.memoryUsage()
     const search = app.use<SearchService>('search')
-    client = await startClient(base, queries)
+    const fingerprint = settingsFingerprint(settings.retrieval, adapters.embedder)
+    const cached = createCachedSearch(search, cache, fingerprint, log)
+    // The twins follow the queries, so that a query and its uncached twin are `queries.length` apart.
+    client = await startClient(base, [...queries, ...queries.map(uncachedTwin)])
 
     // Warm-up: every path, every case, results thrown away.
     process.stderr.write('search bench: warm-up\n')
@@ -214,6 +271,7 @@ export async function run(opts: SearchBenchOptions) {
       for (let i = 0; i < 20; i++) {
         await direct(app, c, queries[(i * 37) % queries.length], topK)
         await inProcess(search, c, queries[(i * 41) % queries.length], topK)
+        await inProcessCached(cached, c, queries[(i * 43) % queries.length], topK)
       }
       checkRun(c, await client.run({ kbIds: c.kbIds, options: { mode: c.mode, top_k: topK }, connections, seconds: warmupSeconds, queryOffset: 500 }))
     }
@@ -222,7 +280,7 @@ export async function run(opts: SearchBenchOptions) {
     // goes with it), one after the other in rotating order, so that all paths see the same state of the machine.
     process.stderr.write(`search bench: 1 connection, ${lowRounds} x ${lowQueries} queries per case, each through every path\n`)
     const low = new Map(cases.map((c) => [c.name, {
-      prep: [] as number[], index: [] as number[], service: [] as number[], json: [] as number[], e2e: [] as number[], probe: [] as number[],
+      prep: [] as number[], index: [] as number[], service: [] as number[], json: [] as number[], e2e: [] as number[], probe: [] as number[], cachedMiss: [] as number[],
       roundShare: [] as number[], roundRatio: [] as number[],
     }]))
     const health: number[] = []
@@ -244,6 +302,7 @@ export async function run(opts: SearchBenchOptions) {
                 const x = await inProcess(search, c, queries[qi], topK)
                 m.service.push(x.service)
                 m.json.push(x.json)
+                m.cachedMiss.push(await inProcessCached(cached, c, queries[qi], topK))
               },
               async () => {
                 const before = probe.totalMs()
@@ -289,6 +348,76 @@ export async function run(opts: SearchBenchOptions) {
         m.elapsed += res.elapsedMs
         m.serviceCpu += (cpu.user + cpu.system) / 1000
         m.clientCpu += res.cpuMs
+      }
+    }
+
+    // Cache hits, for the hybrid cases: fill, then at 1 connection a cached query and its uncached twin in turn.
+    const hitCases = cases.filter((c) => c.mode === 'hybrid')
+    process.stderr.write(`search bench: cache hits (${hitCases.map((c) => c.name).join(', ')}): fill, 1 connection hit/miss in turn, load\n`)
+    const hits = new Map(hitCases.map((c) => [c.name, { hit: [] as number[], miss: [] as number[], roundRatio: [] as number[], lat: [] as number[], requests: 0, elapsed: 0 }]))
+    const fill = async (c: Case, offset: number) => {
+      cache.storing = true
+      checkRun(c, await client!.run({ kbIds: c.kbIds, options: { mode: c.mode, top_k: topK }, connections: 4, requests: queries.length, queryOffset: offset }))
+      cache.storing = false
+    }
+    for (const c of hitCases) {
+      await fill(c, 0)
+      const [h, m] = [await cacheStatus(base, c, queries[0], topK), await cacheStatus(base, c, uncachedTwin(queries[0]), topK)]
+      if (h !== 'hit' || m !== 'miss') throw new Error(`${c.name}: the cache answered ${h} for a cached query and ${m} for its twin`)
+    }
+    for (let r = 0; r < lowRounds; r++) {
+      for (const c of r % 2 === 0 ? hitCases : [...hitCases].reverse()) {
+        const m = hits.get(c.name)!
+        const from = m.hit.length
+        for (let i = 0; i < lowQueries; i++) {
+          const qi = (r * lowQueries + i) % queries.length
+          const one = async (offset: number, into: number[]) => {
+            const res = await client!.run({ kbIds: c.kbIds, options: { mode: c.mode, top_k: topK }, connections: 1, requests: 1, queryOffset: offset })
+            checkRun(c, res)
+            into.push(res.latencies[0])
+          }
+          const both = [() => one(qi, m.hit), () => one(queries.length + qi, m.miss)]
+          for (let k = 0; k < 2; k++) await both[(k + i) % 2]()
+        }
+        m.roundRatio.push(median(m.hit.slice(from)) / median(m.miss.slice(from)))
+      }
+    }
+    // Under load every query must be cached, the twins too (the client's loops wrap around the whole list). One
+    // case at a time: the answers of every case together would pass the cache's memory bound and evict each other.
+    for (const c of hitCases) {
+      await fill(c, 0)
+      await fill(c, queries.length)
+      const m = hits.get(c.name)!
+      for (let r = 0; r < rounds; r++) {
+        const res = await client.run({ kbIds: c.kbIds, options: { mode: c.mode, top_k: topK }, connections, seconds: seconds / rounds, queryOffset: r * 97 })
+        checkRun(c, res)
+        m.lat.push(...res.latencies)
+        m.requests += res.latencies.length
+        m.elapsed += res.elapsedMs
+      }
+      const last = queries[(rounds * 97 + 13) % queries.length]
+      if (await cacheStatus(base, c, last, topK) !== 'hit') throw new Error(`${c.name}: a query was not cached after the hit load`)
+    }
+    const cacheOut: Record<string, unknown> = {}
+    for (const c of hitCases) {
+      const m = hits.get(c.name)!
+      const l = load.get(c.name)!
+      const lo = low.get(c.name)!
+      const missQps = l.requests / (l.elapsed / 1000)
+      const hitQps = m.requests / (m.elapsed / 1000)
+      cacheOut[c.name] = {
+        one_connection: {
+          hit_p50_ms: round(median(m.hit), 3), miss_p50_ms: round(median(m.miss), 3), hit_p99_ms: round(percentile(m.hit, 99), 3), miss_p99_ms: round(percentile(m.miss, 99), 3),
+          hit_over_miss_p50: round(median(m.hit) / median(m.miss), 3), rounds: stats(m.roundRatio),
+        },
+        load: {
+          hit_qps: round(hitQps, 1), miss_qps: round(missQps, 1), qps_ratio: round(hitQps / missQps, 2),
+          hit_p50_ms: round(percentile(m.lat, 50), 3), hit_p99_ms: round(percentile(m.lat, 99), 3), miss_p50_ms: round(percentile(l.lat, 50), 3),
+        },
+        // The miss path's own cost (key, lookup, serialising in two parts), paired per query in process.
+        miss_path_cost_p50_ms: round(median(lo.cachedMiss.map((x, i) => x - lo.service[i] - lo.json[i])), 4),
+        miss_path_share_of_service_p50: round(median(lo.cachedMiss.map((x, i) => (x - lo.service[i] - lo.json[i]) / (lo.service[i] + lo.json[i]))), 4),
+        miss_path_added_us: round(await missPathAddedUs(search, cache, fingerprint, c, queries[1], topK), 2),
       }
     }
 
@@ -394,12 +523,14 @@ export async function run(opts: SearchBenchOptions) {
       load: loadOut,
       one_connection: lowOut,
       ten_over_one: ratios,
+      cache: cacheOut,
       targets,
       ...(profiles ? { profiles } : {}),
     }
   } finally {
     await client?.close().catch(() => {})
     await app?.close().catch(() => {})
+    if (adapters) await closeAdapters(adapters).catch(() => {})
     if (!keep) rmSync(dataDir, { recursive: true, force: true })
   }
 }
@@ -427,6 +558,12 @@ function print(r: Result): void {
   console.log(`\n10 KBs / 1 KB latency:`)
   for (const [mode, x] of Object.entries(r.ten_over_one) as [string, any][]) {
     console.log(`  ${mode.padEnd(10)} load p50 ${x.load_p50}x, p99 ${x.load_p99}x (rounds ${j(x.load_p50_rounds)}); 1 connection p50 ${x.one_connection_p50}x; baseline (store only) ${x.baseline_direct_index_p50}x`)
+  }
+  console.log(`\nsearch cache, hit beside miss (same queries; a miss pays for the key and the lookup too):`)
+  for (const [name, x] of Object.entries(r.cache) as [string, any][]) {
+    console.log(`  ${name.padEnd(18)} 1 connection p50 hit ${x.one_connection.hit_p50_ms.toFixed(3)} ms vs miss ${x.one_connection.miss_p50_ms.toFixed(3)} ms: ${x.one_connection.hit_over_miss_p50}x (rounds ${j(x.one_connection.rounds)})`)
+    console.log(`  ${''.padEnd(18)} load: hit ${x.load.hit_qps} QPS (p50 ${x.load.hit_p50_ms} ms, p99 ${x.load.hit_p99_ms} ms) vs miss ${x.load.miss_qps} QPS (p50 ${x.load.miss_p50_ms} ms): ${x.load.qps_ratio}x`)
+    console.log(`  ${''.padEnd(18)} the miss path's own cost: ${x.miss_path_added_us} us per request alone (key, lookup, split serialising, against one JSON.stringify); paired per query ${x.miss_path_cost_p50_ms} ms p50 (${pct(x.miss_path_share_of_service_p50)} of the service's search + JSON)`)
   }
   console.log(`\ntargets:`)
   for (const [name, x] of Object.entries(r.targets.overhead)) console.log(`  overhead ${name.padEnd(18)} ${pct(x.share)} <= ${pct(r.targets.overhead_max_share)}: ${x.pass ? 'PASS' : 'MISS'}`)

@@ -8,6 +8,7 @@ import type { KbService } from '../kb/service.ts'
 import type { SearchService } from '../search/service.ts'
 import { registerMcpRoutes } from './http.ts'
 import { registerSseRoutes } from './sse.ts'
+import { createSessionIds } from './session.ts'
 import { serveStdio, type StdioOptions, type StdioSession } from './stdio.ts'
 import type { ToolDeps } from './tools.ts'
 
@@ -45,7 +46,7 @@ export default definePlugin<McpService & { close(): Promise<void> }>({
     if (!enabled) ctx.log.info('MCP disabled (mcp.enabled: false): /mcp is not served')
     else if (transport === 'stdio') ctx.log.info('mcp.transport is stdio: /mcp is not served; run `npm run mcp` for the stdio server')
     else {
-      registerMcpRoutes(ctx, createServer)
+      registerMcpRoutes(ctx, createServer, createSessionIds(ctx.adapters.secrets))
       if (transport === 'sse') sse = registerSseRoutes(ctx, createServer)
     }
     return {

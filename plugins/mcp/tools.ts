@@ -59,7 +59,7 @@ const KnowledgeBases = z.object({
   knowledge_bases: z.array(z.object({
     id: z.string(),
     name: z.string(),
-    description: z.string(),
+    description: z.string().nullable().describe('null when the knowledge base was created without one.'),
     tags: z.array(z.string()),
   })),
 })

@@ -51,19 +51,24 @@ const round6 = (x: number) => Math.round(x * 1e6) / 1e6
 /**
  * Hybrid across KBs: each KB's list (already cut to top_k) fused again by rank: the final score is the sum
  * over KBs of 1 / (rrf_k + rank in that KB), rounded to 6 decimals. Equal scores keep the in-KB score order,
- * then the order of kb_ids in the request.
+ * then the order of kb_ids in the request. `counts.pooled` receives the length of the pooled list before the cut.
  */
-export function poolByRank(lists: readonly Ranked[][], rrfK: number, topK: number): Pooled[] {
+export function poolByRank(lists: readonly Ranked[][], rrfK: number, topK: number, counts?: { pooled: number }): Pooled[] {
   const out: (Pooled & { kbOrder: number })[] = []
   lists.forEach((list, kbOrder) => list.forEach((r, i) => out.push({ ...r, final: round6(1 / (rrfK + i + 1)), kbOrder })))
+  if (counts) counts.pooled = out.length
   return out
     .sort((a, b) => b.final - a.final || b.score - a.score || a.kbOrder - b.kbOrder)
     .slice(0, topK)
 }
 
-/** Similarity across KBs: min_score applied per KB first (0.0 = no filter), then pooled by cosine, best first. */
-export function poolByScore(lists: readonly Ranked[][], minScore: number, topK: number): Pooled[] {
+/**
+ * Similarity across KBs: min_score applied per KB first (0.0 = no filter), then pooled by cosine, best first.
+ * `counts.pooled` receives how many passed min_score, before the top_k cut.
+ */
+export function poolByScore(lists: readonly Ranked[][], minScore: number, topK: number, counts?: { pooled: number }): Pooled[] {
   const out: Pooled[] = []
   for (const list of lists) for (const r of list) if (minScore <= 0 || r.score >= minScore) out.push({ ...r, final: round6(r.score) })
+  if (counts) counts.pooled = out.length
   return out.sort((a, b) => b.final - a.final || a.hit.id.localeCompare(b.hit.id)).slice(0, topK)
 }

@@ -43,7 +43,7 @@ export const SearchResult = Type.Object({
   page_label: Type.String(),
   text: Type.String(),
   score: Type.Number(),
-  rerank_score: Type.Optional(Type.Number()),
+  rerank_score: Type.Union([Type.Number(), Type.Null()], { description: 'The reranker\'s relevance; null when the results were not reranked.' }),
   updated_at: Timestamp,
   merged: Type.Boolean(),
   parent_chunk_id: Nullable(Type.String()),
@@ -60,6 +60,17 @@ export const SearchResponse = Type.Object({
     reranked: Type.Boolean(),
     rerank_provider: Type.String(),
     rerank_fallback: Type.Boolean(),
+    cache_status: Type.Union([Type.Literal('hit'), Type.Literal('miss')], { description: 'hit: the answer came from the search cache.' }),
     latency_ms: Type.Integer(),
   }),
+})
+
+export const CacheClearQuery = Type.Object({
+  kb_id: Type.Optional(Type.String({ minLength: 1, maxLength: 256, description: 'Only the answers that include this knowledge base; omitted: every answer.' })),
+})
+
+export const CacheClearResponse = Type.Object({
+  status: Type.Literal('cleared'),
+  kb_id: Type.Union([Type.String(), Type.Null()]),
+  cleared_count: Type.Integer({ description: 'Cached answers removed.' }),
 })

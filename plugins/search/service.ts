@@ -39,7 +39,8 @@ export interface SearchResultItem {
   page_label: string
   text: string
   score: number
-  rerank_score?: number
+  /** The reranker's relevance; null when the results were not reranked (notes.md, wire details). */
+  rerank_score: number | null
   updated_at: string
   merged: boolean
   parent_chunk_id: string | null
@@ -56,8 +57,24 @@ export interface SearchOutput {
     reranked: boolean
     rerank_provider: string
     rerank_fallback: boolean
+    /** Last but one, before latency_ms: a cached answer differs from a fresh one in these two only (cache.ts). */
+    cache_status: 'hit' | 'miss'
     latency_ms: number
   }
+}
+
+/** A validated request, with everything its answer depends on besides the KBs' data. */
+export interface SearchPlan {
+  query: string
+  kbIds: string[]
+  opts: ResolvedOptions
+  merges: Map<string, { enabled: boolean; threshold: number }>
+}
+
+export interface SearchRun {
+  output: SearchOutput
+  /** The KBs that contributed candidates: they exist and hold vectors. */
+  kbsWithHits: string[]
 }
 
 export const KB_IDS_REQUIRED = 'kb_ids must contain at least one entry.'
@@ -177,60 +194,81 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
     return { ranked: merged, candidates }
   }
 
-  return {
-    resolveOptions: (o?: Record<string, any>) => resolveOptions(o, r),
+  /** Validation, options and per-KB settings: what the answer depends on besides the KBs' data. */
+  async function plan(input: SearchInput): Promise<SearchPlan> {
+    const kbIds = [...new Set(input.kb_ids ?? [])]
+    if (kbIds.length === 0) throw new AppError('KB_IDS_REQUIRED', 422, KB_IDS_REQUIRED)
+    const query = input.query
+    if (query.trim().length === 0) throw new ValidationError([{ loc: ['body', 'query'], msg: 'query must not be blank', type: 'string_too_short' }])
+    return { query, kbIds, opts: resolveOptions(input.options, r), merges: await mergeSettings(kbIds) }
+  }
 
-    async search(input: SearchInput, _caller: Caller | null = null): Promise<SearchOutput> {
-      const started = performance.now()
-      const kbIds = [...new Set(input.kb_ids ?? [])]
-      if (kbIds.length === 0) throw new AppError('KB_IDS_REQUIRED', 422, KB_IDS_REQUIRED)
-      const query = input.query
-      if (query.trim().length === 0) throw new ValidationError([{ loc: ['body', 'query'], msg: 'query must not be blank', type: 'string_too_short' }])
-      const opts = resolveOptions(input.options, r)
+  async function run(p: SearchPlan, started: number): Promise<SearchRun> {
+    const { query, kbIds, opts, merges } = p
+    const needDense = opts.mode === 'similarity' || opts.alpha > 0
+    const needSparse = opts.mode === 'hybrid' && opts.alpha < 1
+    const [dense] = needDense ? await embedder.embed([query]) : [undefined]
+    const sparse = needSparse ? encodeQuery(query) : undefined
+    const efforts = dense === undefined ? undefined : await denseEfforts(kbIds)
+    const perKb = await Promise.all(kbIds.map((id) => searchKb(id, opts, dense, sparse, merges.get(id)!, efforts?.get(id))))
 
-      const needDense = opts.mode === 'similarity' || opts.alpha > 0
-      const needSparse = opts.mode === 'hybrid' && opts.alpha < 1
-      const [dense] = needDense ? await embedder.embed([query]) : [undefined]
-      const sparse = needSparse ? encodeQuery(query) : undefined
-      const [merges, efforts] = await Promise.all([mergeSettings(kbIds), dense === undefined ? undefined : denseEfforts(kbIds)])
-      const perKb = await Promise.all(kbIds.map((id) => searchKb(id, opts, dense, sparse, merges.get(id)!, efforts?.get(id))))
+    const lists = perKb.map((k) => k.ranked)
+    const counts = { pooled: 0 }
+    const pooled: Pooled[] = opts.mode === 'hybrid'
+      ? poolByRank(lists, r.hybrid.rrf_k, opts.top_k, counts)
+      : poolByScore(lists, opts.min_score, opts.top_k, counts)
 
-      const lists = perKb.map((k) => k.ranked)
-      const pooled: Pooled[] = opts.mode === 'hybrid'
-        ? poolByRank(lists, r.hybrid.rrf_k, opts.top_k)
-        : poolByScore(lists, opts.min_score, opts.top_k)
-
-      let results: SearchResultItem[] = pooled.map((p) => toResult(p))
-      let reranked = false
-      let fallback = false
-      if (opts.rerank && results.length > 0) {
-        try {
-          const order = await rerank(
-            { url: r.rerank.url, apiKey: r.rerank.api_key, model: r.rerank.model, timeoutMs: r.rerank.timeout_sec * 1000 },
-            query, results.map((x) => x.text), Math.min(opts.rerank_top_n, results.length),
-          )
-          results = order.map((o) => ({ ...results[o.index], rerank_score: o.relevance_score }))
-          reranked = true
-        } catch (err) {
-          if (!r.rerank.fallback_on_error) throw err
-          log.warn({ err: (err as Error).message }, 'reranker failed; fused order returned')
-          fallback = true
-        }
+    let results: SearchResultItem[] = pooled.map((x) => toResult(x))
+    let reranked = false
+    let fallback = false
+    if (opts.rerank && results.length > 0) {
+      const topN = Math.min(opts.rerank_top_n, results.length)
+      try {
+        const order = await rerank(
+          { url: r.rerank.url, apiKey: r.rerank.api_key, model: r.rerank.model, timeoutMs: r.rerank.timeout_sec * 1000 },
+          query, results.map((x) => x.text), topN,
+        )
+        results = order.map((o) => ({ ...results[o.index], rerank_score: o.relevance_score }))
+        reranked = true
+      } catch (err) {
+        if (!r.rerank.fallback_on_error) throw err
+        log.warn({ err: (err as Error).message }, 'reranker failed; fused order returned')
+        // The answer keeps the size a reranked one would have had (notes.md, wire details).
+        results = results.slice(0, topN)
+        fallback = true
       }
-      return {
+    }
+    return {
+      output: {
         query,
         results,
         meta: {
-          total_candidates: perKb.reduce((n, k) => n + k.candidates, 0),
+          // The merged list before reranking (notes.md, wire details): every KB's list pooled, before the top_k cut.
+          total_candidates: counts.pooled,
           returned: results.length,
           search_mode: opts.mode,
           score_threshold: opts.mode === 'similarity' ? opts.min_score : 0.0,
           reranked,
-          rerank_provider: reranked ? r.rerank.provider : 'none',
+          // Whenever reranking was asked for, a fallback included: the provider that was (or failed to be) used.
+          rerank_provider: opts.rerank ? r.rerank.provider : 'none',
           rerank_fallback: fallback,
+          cache_status: 'miss',
           latency_ms: Math.round(performance.now() - started),
         },
-      }
+      },
+      kbsWithHits: kbIds.filter((_, i) => perKb[i].candidates > 0),
+    }
+  }
+
+  return {
+    resolveOptions: (o?: Record<string, any>) => resolveOptions(o, r),
+    plan,
+    run,
+
+    /** A search without the cache (MCP tools; the HTTP route goes through cache.ts). */
+    async search(input: SearchInput, _caller: Caller | null = null): Promise<SearchOutput> {
+      const started = performance.now()
+      return (await run(await plan(input), started)).output
     },
   }
 }
@@ -251,6 +289,7 @@ function toResult(p: Pooled & { merged?: boolean }): SearchResultItem {
     page_label: x.page_label,
     text: x.text,
     score: p.final,
+    rerank_score: null,
     updated_at: x.updated_at,
     merged,
     parent_chunk_id: x.parent_chunk_id,

@@ -52,11 +52,14 @@ describe('fuseInKb', () => {
     const reads: string[] = []
     const a = fuseInKb(hits(['a1', 'a2', 'a3'], reads), [], 1, 60)
     const b = fuseInKb(hits(['b1', 'b2'], reads), [], 1, 60)
-    const byRank = poolByRank([a, b], 60, 3)
+    const counts = { pooled: -1 }
+    const byRank = poolByRank([a, b], 60, 3, counts)
     assert.deepEqual(byRank.map((p) => p.hit.id), ['a1', 'b1', 'a2'])
     assert.equal(byRank[0].final, Math.round(1e6 / 61) / 1e6)
-    const byScore = poolByScore([[{ hit: hits(['x'], reads)[0], score: 0.4 }], [{ hit: hits(['y'], reads)[0], score: 0.9 }, { hit: hits(['z'], reads)[0], score: 0.2 }]], 0.3, 5)
-    assert.deepEqual(byScore.map((p) => p.hit.id), ['y', 'x'])
+    assert.equal(counts.pooled, 5, 'the merged list before the top_k cut (meta.total_candidates)')
+    const byScore = poolByScore([[{ hit: hits(['x'], reads)[0], score: 0.4 }], [{ hit: hits(['y'], reads)[0], score: 0.9 }, { hit: hits(['z'], reads)[0], score: 0.2 }]], 0.3, 1, counts)
+    assert.deepEqual(byScore.map((p) => p.hit.id), ['y'])
+    assert.equal(counts.pooled, 2, 'what passed min_score, before the top_k cut')
     assert.deepEqual(reads, [])
   })
 })

@@ -183,12 +183,13 @@ describe('mcp over Streamable HTTP', () => {
     await res.arrayBuffer()
     res = await post(JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }))
     assert.equal(res.status, 202)
-    res = await post(JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'list_knowledge_bases', arguments: {} } }))
+    res = await post(JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'list_knowledge_bases', arguments: {} } }), { accept: 'application/json' })
     assert.equal(res.status, 200)
     assert.match(res.headers.get('content-type') ?? '', /^application\/json/)
     const answer = await res.json() as Json
     assert.equal(answer.id, 7)
-    assert.ok(Array.isArray(answer.result.structuredContent.knowledge_bases), 'stateless: a call needs no initialize first')
+    assert.ok(Array.isArray(answer.result.structuredContent.knowledge_bases), 'JSON only: a call needs no initialize first')
+    // SSE and sessions: test/plugins/mcp-session.test.ts.
     const limit = svc.app.settings.server.json_body_limit_kb * 1024
     res = await post(JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'tools/call', params: { name: 'search', arguments: { query: 'x'.repeat(limit) } } }))
     assert.equal(res.status, 413)

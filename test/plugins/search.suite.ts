@@ -36,18 +36,23 @@ export function searchSuite(label: string, opts: StartOptions): void {
     assert.equal(body.results.length, 4)
     const r0 = body.results[0]
     for (const k of ['chunk_id', 'kb_id', 'doc_id', 'title', 'source_type', 'source', 'doc_type', 'chunk_index', 'page_num', 'page_label', 'text', 'score', 'updated_at', 'merged', 'parent_chunk_id']) assert.ok(k in r0, k)
-    assert.ok(!('rerank_score' in r0))
+    assert.equal(r0.rerank_score, null, 'present, null when not reranked')
     assert.equal(r0.merged, false)
     // The first result of each KB scores 1/(60+1); the second of each 1/(60+2).
     const scores = body.results.map((r: Json) => r.score)
     assert.deepEqual(scores, [0.016393, 0.016393, 0.016129, 0.016129])
     assert.deepEqual(new Set(body.results.slice(0, 2).map((r: Json) => r.kb_id)), new Set([k1, k2]))
     assert.ok(body.results.slice(0, 2).every((r: Json) => /glacier/i.test(r.title)), 'the glacier documents rank first in each KB')
-    assert.deepEqual(Object.keys(body.meta).sort(), ['latency_ms', 'rerank_fallback', 'rerank_provider', 'reranked', 'returned', 'score_threshold', 'search_mode', 'total_candidates'])
+    assert.deepEqual(Object.keys(body.meta), ['total_candidates', 'returned', 'search_mode', 'score_threshold', 'reranked', 'rerank_provider', 'rerank_fallback', 'cache_status', 'latency_ms'])
     assert.equal(body.meta.search_mode, 'hybrid')
     assert.equal(body.meta.score_threshold, 0)
     assert.equal(body.meta.returned, 4)
-    assert.ok(body.meta.total_candidates >= 4)
+    // The merged list before reranking: each KB's list (at most top_k) pooled, before the final top_k cut.
+    const perKb = [await svc.app.adapters.vectors.count(k1), await svc.app.adapters.vectors.count(k2)].map((n) => Math.min(4, n))
+    assert.equal(body.meta.total_candidates, perKb[0] + perKb[1])
+    const one = await search(svc, { query: 'glacier ice valleys', kb_ids: [k1, k2], options: { top_k: 1 } })
+    assert.equal(one.body.meta.returned, 1)
+    assert.equal(one.body.meta.total_candidates, 2, 'one per KB: what was merged, not every chunk each KB fused')
     assert.equal(body.meta.reranked, false)
     assert.equal(body.meta.rerank_provider, 'none')
     assert.equal(body.meta.rerank_fallback, false)
@@ -209,13 +214,18 @@ export function searchSuite(label: string, opts: StartOptions): void {
     assert.equal(sent.body.top_n, 2)
     assert.deepEqual(sent.body.documents, fused.body.results.map((r: Json) => r.text), 'the fused results are what is reranked')
 
+    // The reranked answer is cached (and would be served while the reranker is down): start from an empty cache.
+    assert.equal((await svc.request('/api/search/cache', { method: 'DELETE' })).status, 200)
     for (const mode of ['slow', 'fail', 'garbage'] as const) {
       rr.mode = mode
       const fb = await search(svc, q)
       assert.equal(fb.status, 200, mode)
       assert.equal(fb.body.meta.reranked, false)
       assert.equal(fb.body.meta.rerank_fallback, true, mode)
-      assert.deepEqual(fb.body.results.map((r: Json) => r.chunk_id), fused.body.results.map((r: Json) => r.chunk_id), 'fused order')
+      assert.equal(fb.body.meta.rerank_provider, 'rerankvendor', 'the configured provider is named on fallback too')
+      assert.equal(fb.body.meta.total_candidates, fused.body.meta.total_candidates)
+      assert.deepEqual(fb.body.results.map((r: Json) => r.chunk_id), fused.body.results.slice(0, 2).map((r: Json) => r.chunk_id), 'rerank.top_n results, in fused order')
+      assert.ok(fb.body.results.every((r: Json) => r.rerank_score === null))
     }
   })
 

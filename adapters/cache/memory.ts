@@ -1,0 +1,93 @@
+// The search cache of one process (embedded engines): versions and answers in maps. The process that owns
+// data_dir is the only writer, so its own counters are the whole truth, and everything starts empty again with it.
+import type { SearchCache } from '../ports.ts'
+
+export interface MemorySearchCacheOptions {
+  /** Entry lifetime. */
+  ttlMs: number
+  /** At most this many answers; the least recently used go first. */
+  maxEntries: number
+  /** At most about this many bytes of answers (string length x 2, as V8 may hold them). */
+  maxBytes: number
+  now?: () => number
+}
+
+interface Entry {
+  value: string
+  kbIds: readonly string[]
+  expires: number
+}
+
+export function createMemorySearchCache(options: MemorySearchCacheOptions): SearchCache {
+  const { ttlMs, maxEntries, maxBytes } = options
+  if (!(ttlMs > 0)) throw new Error('createMemorySearchCache: ttlMs must be > 0')
+  if (!(maxEntries >= 1)) throw new Error('createMemorySearchCache: maxEntries must be >= 1')
+  if (!(maxBytes >= 1)) throw new Error('createMemorySearchCache: maxBytes must be >= 1')
+  const now = options.now ?? Date.now
+  // Only KBs that were written to, or searched with results, have a version: ids sent in requests are not kept.
+  const versions = new Map<string, number>()
+  // Insertion order is recency order: a hit moves its entry to the end.
+  const entries = new Map<string, Entry>()
+  let bytes = 0
+
+  const entryKey = (key: string, v: readonly string[]) => `${key}|${v.join('.')}`
+  const size = (e: Entry) => e.value.length * 2
+  const drop = (k: string, e: Entry) => {
+    entries.delete(k)
+    bytes -= size(e)
+  }
+
+  return {
+    name: 'memory',
+    async lookup(key, kbIds) {
+      const v: string[] = []
+      for (const id of kbIds) {
+        const n = versions.get(id)
+        if (n === undefined) return { versions: null, value: null }
+        v.push(String(n))
+      }
+      const k = entryKey(key, v)
+      const e = entries.get(k)
+      if (!e) return { versions: v, value: null }
+      if (e.expires <= now()) {
+        drop(k, e)
+        return { versions: v, value: null }
+      }
+      entries.delete(k)
+      entries.set(k, e)
+      return { versions: v, value: e.value }
+    },
+    async store(key, kbIds, v, value) {
+      const e: Entry = { value, kbIds: [...kbIds], expires: now() + ttlMs }
+      if (size(e) > maxBytes) return
+      const k = entryKey(key, v)
+      const old = entries.get(k)
+      if (old) drop(k, old)
+      entries.set(k, e)
+      bytes += size(e)
+      for (const [oldest, o] of entries) {
+        if (entries.size <= maxEntries && bytes <= maxBytes) break
+        drop(oldest, o)
+      }
+    },
+    async init(kbIds) {
+      for (const id of kbIds) if (!versions.has(id)) versions.set(id, 1)
+    },
+    async bump(kbId) {
+      versions.set(kbId, (versions.get(kbId) ?? 0) + 1)
+    },
+    async clear(kbId) {
+      let n = 0
+      for (const [k, e] of entries) {
+        if (kbId !== undefined && !e.kbIds.includes(kbId)) continue
+        drop(k, e)
+        if (e.expires > now()) n++
+      }
+      return n
+    },
+    async close() {
+      entries.clear()
+      bytes = 0
+    },
+  }
+}
