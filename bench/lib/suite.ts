@@ -28,6 +28,10 @@ export const SUITE: readonly SuiteEntry[] = [
     options: (mode) => (mode === 'smoke' ? { quick: true, chars: 100_000, rounds: 1 } : quickUnlessFull(mode)),
   },
   {
+    name: 'dedup-quality', file: 'dedup-quality.bench.ts', what: 'near-duplicate verdicts on SciFact documents (false positives, recall) and screening cost vs the screen before issue 12',
+    options: (mode) => (mode === 'smoke' ? { quick: true, docs: 6, kbSizes: [2000], queries: 50, rounds: 1 } : quickUnlessFull(mode)),
+  },
+  {
     name: 'parse', file: 'parse.bench.ts', what: 'PDF pages/s through the compute pool vs pdf.js in the main thread',
     options: (mode) => (mode === 'smoke' ? { quick: true, pdfs: 2, pagesPerPdf: 4, rounds: 1 } : quickUnlessFull(mode)),
   },
@@ -52,6 +56,20 @@ export const SUITE: readonly SuiteEntry[] = [
     // Quick: 100 of the 300 queries, 3-s passes, no memory probes (the full run measures memory), so that the
     // whole quick suite stays within 5 minutes; Orama answers only a few queries a second.
     options: (mode) => (mode === 'smoke' ? { quick: true, limitDocs: 300, limitQueries: 30, rounds: 1 } : mode === 'quick' ? { quick: true, limitQueries: 100, budgetSeconds: 3, memory: false } : quickUnlessFull(mode)),
+  },
+  {
+    name: 'cli', file: 'cli.bench.ts', what: 'files/s uploaded by the quarry CLI vs a curl loop (one curl process per file)',
+    // The curl loop runs at a few dozen files/s: quick keeps it near 20 s, full is the 2,000 files of issue 16.
+    options: (mode) => (mode === 'smoke' ? { quick: true, files: 50 } : mode === 'quick' ? { quick: true, files: 500 } : { quick: false, files: 2000 }),
+  },
+  {
+    name: 'filter', file: 'filter.bench.ts', what: 'embedded store search with a filter keeping 1%, 10%, 50% of a 100k-chunk KB vs the same search unfiltered',
+    // Quick keeps the 100k chunks of the target at 256 dimensions (about 2 minutes to build); full uses 1024.
+    options: (mode) => (mode === 'smoke' ? { quick: true, n: 5000, dims: 64, queries: 30 } : quickUnlessFull(mode)),
+  },
+  {
+    name: 'connectors', file: 'connectors.bench.ts', what: 'first sync of a 1,000-page web site and a 1,000-file repository (pages/s, files/s); second sync of the unchanged source vs the first',
+    options: (mode) => (mode === 'smoke' ? { quick: true, articlesPerSite: 40, files: 60 } : quickUnlessFull(mode)),
   },
 ]
 

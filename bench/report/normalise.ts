@@ -358,7 +358,67 @@ export function generic(raw: unknown): Normalised {
   }
 }
 
-export const READERS: Record<string, (raw: unknown) => Normalised> = { kernel, chunk, dedup, parse, embed, ingest, vectors, search, orama }
+function cli(raw: unknown): Normalised {
+  const { comparisons, notes, add } = collector()
+  const target = /at least (\d+(?:\.\d+)?)x/.exec(String(at(raw, 'target') ?? ''))
+  add('files/s uploaded vs a curl loop', num(raw, 'results.cli.files_per_s'), num(raw, 'results.curl_loop.files_per_s'),
+    { unit: 'files/s', baseline_name: 'curl -F per file, sequential', target: target ? Number(target[1]) : undefined })
+  add('files/s re-run, every file skipped', num(raw, 'results.rerun_all_skipped.files_per_s'), null, { unit: 'files/s' })
+  notes.push('one timed run each (the benchmark reports no min/max); process start-up is in both figures')
+  return { machine: obj(raw, 'machine'), sizes: obj(raw, 'sizes') ?? {}, comparisons, notes, series: [] }
+}
+
+function dedupQuality(raw: unknown): Normalised {
+  const error = at(raw, 'error')
+  if (typeof error === 'string') return { machine: obj(raw, 'machine'), sizes: {}, comparisons: [], series: [], notes: [], skipped: error }
+  const { comparisons, notes, add } = collector()
+  add('dedup false positives: disjoint SciFact documents judged identical or similar', num(raw, 'false_positives'), num(raw, 'false_positives_before'),
+    { unit: 'documents', higher_is_better: false, baseline_name: 'the decision before issue 12', target: 0, target_of: 'value' })
+  add('dedup recall: 1-5 % of words changed judged identical', num(raw, 'identical_recall_pct'), null, { unit: '%', target: 95 })
+  add('dedup recall: one paragraph in ten replaced judged similar', num(raw, 'similar_recall_pct'), null, { unit: '%', target: 95 })
+  const screening = at(raw, 'screening')
+  for (const s of Array.isArray(screening) ? screening : []) {
+    const range = (k: string): [number, number] | undefined => (Array.isArray(s?.[k]) && s[k].length === 2 ? [s[k][0], s[k][1]] : undefined)
+    add(`dedup screening per document, ${s?.entries} signatures`, typeof s?.ours_us === 'number' ? s.ours_us : undefined, typeof s?.before_us === 'number' ? s.before_us : undefined,
+      { unit: 'us', higher_is_better: false, baseline_name: 'the full scan before issue 12', ours_range: range('ours_us_range'), baseline_range: range('before_us_range') })
+  }
+  notes.push('recall per length and per edit rate, and the misses, are in the raw result (by_length)')
+  return { machine: obj(raw, 'machine'), sizes: obj(raw, 'sizes') ?? {}, comparisons, notes, series: [] }
+}
+
+function filter(raw: unknown): Normalised {
+  const { comparisons, notes, add } = collector()
+  const max = num(raw, 'target.filtered_over_unfiltered_max')
+  const target = max === undefined ? undefined : round(1 / max)
+  for (const [mode, label] of [['hybrid_40', 'hybrid 40+40'], ['similarity_10', 'similarity top-10']] as const) {
+    add(`${label} p50, 1% filter vs none`, num(raw, `scenarios.1% doc_type.${mode}.p50_ms`), num(raw, `scenarios.none.${mode}.p50_ms`),
+      { unit: 'ms', higher_is_better: false, baseline_name: 'the same search without a filter', target })
+  }
+  add('dense recall@10, 1% filter', num(raw, 'scenarios.1% doc_type.dense_recall_at_10'), null, { unit: 'recall' })
+  add('dense recall@10, 10% filter', num(raw, 'scenarios.10% source_type.dense_recall_at_10'), null, { unit: 'recall' })
+  const groups: Series['groups'] = []
+  for (const [name, s] of Object.entries(obj(raw, 'scenarios') ?? {})) {
+    const p50 = num(s, 'hybrid_40.p50_ms')
+    const p99 = num(s, 'hybrid_40.p99_ms')
+    if (p50 !== undefined && p99 !== undefined) groups.push({ label: `filter ${name}`, values: { p50, p99 } })
+  }
+  const series: Series[] = groups.length > 0 ? [{ id: 'latency', title: 'Filtered hybrid search, one KB: latency', unit: 'ms', kind: 'percentiles', groups }] : []
+  notes.push('latencies are percentiles over queries; the scenarios alternate on every query')
+  return { machine: obj(raw, 'machine'), sizes: obj(raw, 'sizes') ?? {}, comparisons, notes, series }
+}
+
+function connectors(raw: unknown): Normalised {
+  const { comparisons, notes, add } = collector()
+  for (const [key, label, rate, unit] of [['web', 'web', 'pages_per_s', 'pages/s'], ['git', 'GitHub', 'files_per_s', 'files/s']] as const) {
+    add(`${label}: first sync, ${unit}`, num(raw, `results.${key}.first.${rate}`), null, { unit })
+    add(`${label}: second sync of the unchanged source vs the first`, num(raw, `results.${key}.second.seconds`), num(raw, `results.${key}.first.seconds`),
+      { unit: 's', higher_is_better: false, baseline_name: 'the first sync', target: 10 })
+  }
+  notes.push('a sync counts until it is idle, i.e. until what it queued is indexed; one timed run each')
+  return { machine: obj(raw, 'machine'), sizes: obj(raw, 'sizes') ?? {}, comparisons, notes, series: [] }
+}
+
+export const READERS: Record<string, (raw: unknown) => Normalised> = { kernel, chunk, dedup, parse, embed, ingest, vectors, search, orama, cli, 'dedup-quality': dedupQuality, filter, connectors }
 
 /** The common shape of one benchmark's result; series ids made unique across benchmarks. */
 export function normalise(name: string, raw: unknown): Normalised {
