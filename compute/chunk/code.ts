@@ -359,5 +359,5 @@ const GENERIC: LanguageSpec = { name: 'generic', family: 'c', lineComments: ['//
 export function chunkCode(doc: DocumentText, o: CodeOptions): Chunk[] {
   const lang = languageFor(o.language) ?? GENERIC
   const finder = arrayFinder(codeBreaks(doc.text, lang))
-  return toChunks(doc, splitByPage(doc, (from, to) => splitRanges(doc.text, finder, from, to, { size: o.maxChars, overlap: 0, minChars: o.minChars, code: true })))
+  return toChunks(doc, splitByPage(doc, (from, to, paged) => splitRanges(doc.text, finder, from, to, { size: o.maxChars, overlap: 0, minChars: o.minChars, code: true, keepRemainder: paged })))
 }

@@ -41,12 +41,12 @@ export function pageIndexAt(doc: DocumentText, offset: number): number {
  * overlap or a parent never crosses a page end. One page is split as one text, which is what every format
  * without pages (txt, md, html, rst) gives, so those are chunked exactly as before.
  */
-export function splitByPage(doc: DocumentText, split: (from: number, to: number) => number[]): number[] {
-  if (doc.pages.length <= 1) return split(0, doc.text.length)
+export function splitByPage(doc: DocumentText, split: (from: number, to: number, paged: boolean) => number[]): number[] {
+  if (doc.pages.length <= 1) return split(0, doc.text.length, false)
   const out: number[] = []
   for (let i = 0; i < doc.pages.length; i++) {
     const from = doc.pageStarts[i]
-    const ranges = split(from, from + doc.pages[i].text.length)
+    const ranges = split(from, from + doc.pages[i].text.length, true)
     for (let j = 0; j < ranges.length; j++) out.push(ranges[j])
   }
   return out

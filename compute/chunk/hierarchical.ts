@@ -28,7 +28,8 @@ export function chunkHierarchical(doc: DocumentText, o: HierarchicalOptions): Ch
   const levels: Level[] = []
   for (let l = 0; l < depth; l++) {
     const leaf = l === depth - 1
-    const opts = { size: o.sizes[l], overlap: leaf ? o.chunkOverlap : 0, minChars: o.minChunkChars }
+    // every level of a paged document keeps a page's short remainder, so a short page keeps its parent and leaf
+    const opts = { size: o.sizes[l], overlap: leaf ? o.chunkOverlap : 0, minChars: o.minChunkChars, keepRemainder: doc.pages.length > 1 }
     if (l === 0) {
       const ranges = splitByPage(doc, (from, to) => splitRanges(text, breaks, from, to, opts))
       levels.push({ ranges, parents: new Array<null>(ranges.length / 2).fill(null) })

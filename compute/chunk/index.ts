@@ -1,7 +1,9 @@
 // Chunking entry point for the pool task and the pipeline. Sizes are in characters; offsets refer to the
 // document text (pages joined with '\n\n'), so chunk.text === docText.slice(chunk.start, chunk.end). Every
 // strategy splits each page on its own: a chunk (and a hierarchical parent) lies inside one page, whose
-// page_num and page_label it carries; overlap never reaches back into the page before.
+// page_num and page_label it carries; overlap never reaches back into the page before. No text of a page is
+// lost to min_chunk_chars: a page shorter than that is a chunk of its own, and a page's last piece shorter than
+// that joins the chunk before it (which may then exceed chunk_size by less than min_chunk_chars).
 import { AppError } from '../../kernel/errors.ts'
 import type { ChunkedDocument, ChunkingOptions, PageText } from '../types.ts'
 import { chunkCode } from './code.ts'

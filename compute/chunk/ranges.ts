@@ -11,6 +11,12 @@ export interface RangeOptions {
   minChars: number
   /** Source code: chunks start at the beginning of a line, indentation included. */
   code?: boolean
+  /**
+   * A page of a paged document: a remainder shorter than minChars joins the chunk before it, or stands alone when
+   * it is all the text there is, since it cannot join the next page's chunk and dropping it would lose a page's
+   * text (a slide of a few words, the last line of a page).
+   */
+  keepRemainder?: boolean
 }
 
 /** Scripts written without spaces, where an overlap may start at any character (not a low surrogate). */
@@ -83,6 +89,10 @@ export function splitRanges(text: string, finder: BreakFinder, from: number, to:
     }
     const end = trimEnd(text, s, e)
     if (end - s >= minChars && end > s) out.push(s, end)
+    else if (o.keepRemainder && end > s) {
+      if (out.length > 0) out[out.length - 1] = end
+      else out.push(s, end)
+    }
     if (e >= to) break
     let next = skipWs(text, e, to)
     if (o.code) next = lineStart(text, next, e)

@@ -150,7 +150,8 @@ export async function chunkSemantic(pages: readonly PageText[], opts: ChunkingOp
   for (let g = 0; g < groups.length; g += 2) {
     const start = units[2 * groups[g]]
     const end = units[2 * groups[g + 1] + 1]
-    if (end - start >= opts.min_chunk_chars && end > start) ranges.push(start, end)
+    // a short group of a paged document could not join a neighbour across its page end: kept, not lost
+    if (end > start && (end - start >= opts.min_chunk_chars || doc.pages.length > 1)) ranges.push(start, end)
   }
   return { chunks: toChunks(doc, ranges), parents: [] }
 }

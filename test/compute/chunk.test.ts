@@ -214,11 +214,12 @@ test('hierarchical: every level kept, children inside their parent, leaves alone
     const min = 20
     const res: ChunkedDocument = chunkDocument(pages, opts({ strategy: 'hierarchical', chunk_size: sizes, chunk_overlap: overlap, min_chunk_chars: min }))
     const depth = sizes.length
-    checkChunks(pages, res.chunks, sizes[depth - 1], min)
+    // a page's remainder shorter than min joins the chunk before it: at most min - 1 characters over the size
+    checkChunks(pages, res.chunks, sizes[depth - 1] + min - 1, min)
     res.parents.forEach((p, i) => {
       assert.equal(p.index, i)
       assert.ok(p.level < depth - 1)
-      assert.ok(p.text.length <= sizes[p.level])
+      assert.ok(p.text.length <= sizes[p.level] + min - 1)
       assert.equal(p.text, doc.slice(p.start, p.end))
       if (p.level === 0) assert.equal(p.parent, null)
       else {
@@ -348,10 +349,29 @@ test('pages: the semantic strategy cuts at every page end and embeds nothing acr
   assert.deepEqual(single.chunks.map((c) => c.page_num), [1, 2])
 })
 
-test('pages: min_chunk_chars applies per page (a page with less text than that gives no chunk)', () => {
-  const pages = [page('Figure 3.', 1), page(prose(71, 3), 2)]
-  const { chunks } = chunkDocument(pages, opts({ min_chunk_chars: 30 }))
-  assert.deepEqual(chunks.map((c) => c.page_num), [2])
+test('pages: a page shorter than min_chunk_chars is its own chunk, and a short page remainder joins the chunk before it', async () => {
+  // slides of a few words: before, every page was dropped and the document failed with "no chunk"
+  const slides = [page('Q3 revenue up 4%', 1), page('Churn flat', 2), page('Hiring paused', 3)]
+  const expectSlides = (chunks: Chunk[], what: string) =>
+    assert.deepEqual(chunks.map((c) => [c.page_num, c.text]), slides.map((p) => [p.page_num, p.text]), what)
+  expectSlides(chunkDocument(slides, opts({ min_chunk_chars: 30 })).chunks, 'recursive')
+  expectSlides(chunkDocument(slides, opts({ kind: 'code', language: 'txt', min_chunk_chars: 30 })).chunks, 'code')
+  const h = chunkDocument(slides, opts({ strategy: 'hierarchical', chunk_size: [1024, 256], chunk_overlap: 0, min_chunk_chars: 30 }))
+  expectSlides(h.chunks, 'hierarchical leaves')
+  assert.deepEqual(h.parents.map((p) => p.page_num), [1, 2, 3], 'each short page keeps its parent')
+  const embed = async (texts: string[]) => texts.map(() => Float32Array.from([1, 0]))
+  expectSlides((await chunkSemantic(slides, opts({ strategy: 'semantic', min_chunk_chars: 30 }), embed)).chunks, 'semantic')
+
+  // a page whose last piece is shorter than min_chunk_chars: the piece is in the page's last chunk, not lost
+  const pages = [page(prose(71, 6), 1), page(prose(72, 6), 2)]
+  const doc = pages.map((p) => p.text).join('\n\n')
+  for (const size of [64, 128, 200]) {
+    const { chunks } = chunkDocument(pages, opts({ chunk_size: size, chunk_overlap: 0, min_chunk_chars: 40 }))
+    checkCoverage(doc, chunks)
+    checkChunks(pages, chunks, size + 39, 1)
+  }
+  // one page: min_chunk_chars is the floor as before (a text shorter than that gives no chunk)
+  assert.deepEqual(chunkDocument([page('Figure 3.')], opts({ min_chunk_chars: 30 })).chunks, [])
 })
 
 test('semantic strategy is refused off the main thread', async () => {
