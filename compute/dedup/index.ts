@@ -1,6 +1,6 @@
 // Dedup signatures of one document, as the dedup task computes them (the decision flow lives elsewhere).
 import { tokenizerForUserWords, type WordTokenizer } from '../text/tokenizer.ts'
-import { createMinHasher, type MinHasher } from './minhash.ts'
+import { createMinHasher, shingleHashes, type MinHasher } from './minhash.ts'
 import { lshBands, simhash, simhashToHex } from './simhash.ts'
 
 export { hammingDistance, lshBands, simhash, simhashFromHex, simhashToHex, type SimHashOptions } from './simhash.ts'
@@ -24,6 +24,11 @@ export interface DedupSignatures {
   /** `b{i}:{hex}` LSH keys. */
   bands: string[]
   minhash: Uint32Array
+  /**
+   * Per MinHash value, the word index of the shingle that gave it (its first word): where in the text each
+   * sampled shingle lies, so stage 3 can tell scattered word edits from a replaced passage (plugins/docs/dedup.ts).
+   */
+  positions: Uint32Array
 }
 
 const hashers = new Map<string, MinHasher>()
@@ -42,5 +47,7 @@ export function dedupSignatures(text: string, opts: DedupSignatureOptions = {}):
   const shingleSize = opts.shingle_size ?? 3
   const path = opts.user_words_path ?? ''
   const hasher = hasherFor(tokenizerForUserWords(path), `${path}\0${permutations}\0${shingleSize}`, permutations, shingleSize)
-  return { simhash: simhashToHex(lanes), bands: lshBands(lanes, opts.num_bands ?? 4), minhash: hasher.signature(text) }
+  const positions = new Uint32Array(permutations)
+  const minhash = hasher.signatureOf(shingleHashes(text, tokenizerForUserWords(path), shingleSize), positions)
+  return { simhash: simhashToHex(lanes), bands: lshBands(lanes, opts.num_bands ?? 4), minhash, positions }
 }

@@ -76,8 +76,11 @@ export function shingleHashes(text: string, tokenizer: WordTokenizer, shingleSiz
 
 export interface MinHasher {
   signature(text: string): Uint32Array
-  /** The signature of already computed shingle base hashes. */
-  signatureOf(shingles: Uint32Array): Uint32Array
+  /**
+   * The signature of already computed shingle base hashes; with `positions` (one slot per permutation), also
+   * the index of the shingle that gave each value (the first, when a shingle repeats; 0 for an empty text).
+   */
+  signatureOf(shingles: Uint32Array, positions?: Uint32Array): Uint32Array
 }
 
 export function createMinHasher(opts: MinHashOptions = {}): MinHasher {
@@ -89,8 +92,9 @@ export function createMinHasher(opts: MinHashOptions = {}): MinHasher {
   const { a: A, b: B } = minhashParameters(permutations)
   const AS = A.map((a) => (a * TWO16) % MINHASH_PRIME) // a * 2^16 < 2^47: exact
 
-  function signatureOf(shingles: Uint32Array): Uint32Array {
+  function signatureOf(shingles: Uint32Array, positions?: Uint32Array): Uint32Array {
     const sig = new Uint32Array(permutations).fill(MINHASH_EMPTY)
+    positions?.fill(0)
     if (shingles.length === 0) return sig
     // split once into halves for the exact products below (repeated shingles are not removed: sorting
     // costs more than the permutations they would save)
@@ -114,6 +118,8 @@ export function createMinHasher(opts: MinHashOptions = {}): MinHasher {
       const s0 = AS[i], s1 = AS[i + 1], s2 = AS[i + 2], s3 = AS[i + 3]
       const b0 = B[i], b1 = B[i + 1], b2 = B[i + 2], b3 = B[i + 3]
       let m0 = P, m1 = P, m2 = P, m3 = P
+      // where each minimum came from: a new minimum is rare after the first shingles, so this costs little
+      let p0 = 0, p1 = 0, p2 = 0, p3 = 0
       for (let j = 0; j < n; j++) {
         const h = xh[j]
         const l = xl[j]
@@ -129,26 +135,34 @@ export function createMinHasher(opts: MinHashOptions = {}): MinHasher {
         if (r1 >= P) r1 -= P
         if (r2 >= P) r2 -= P
         if (r3 >= P) r3 -= P
-        if (r0 < m0) m0 = r0
-        if (r1 < m1) m1 = r1
-        if (r2 < m2) m2 = r2
-        if (r3 < m3) m3 = r3
+        if (r0 < m0) { m0 = r0; p0 = j }
+        if (r1 < m1) { m1 = r1; p1 = j }
+        if (r2 < m2) { m2 = r2; p2 = j }
+        if (r3 < m3) { m3 = r3; p3 = j }
       }
       sig[i] = m0
       sig[i + 1] = m1
       sig[i + 2] = m2
       sig[i + 3] = m3
+      if (positions) {
+        positions[i] = p0
+        positions[i + 1] = p1
+        positions[i + 2] = p2
+        positions[i + 3] = p3
+      }
     }
     for (; i < permutations; i++) {
       const a = A[i], s = AS[i], b = B[i]
       let m = P
+      let at = 0
       for (let j = 0; j < n; j++) {
         const t = s * xh[j] + a * xl[j] + b
         let r = t - Math.floor(t * INV) * P
         if (r >= P) r -= P
-        if (r < m) m = r
+        if (r < m) { m = r; at = j }
       }
       sig[i] = m
+      if (positions) positions[i] = at
     }
     return sig
   }

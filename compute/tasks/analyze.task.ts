@@ -1,7 +1,7 @@
 // Worker task, first half of an ingest: parse the file and compute its dedup signatures in one thread
 // crossing (the dedup decision needs the text before anything is chunked or embedded).
 import { AppError } from '../../kernel/errors.ts'
-import { dedupSignatures, type DedupSignatureOptions } from '../dedup/index.ts'
+import { dedupSignatures, type DedupSignatureOptions, type DedupSignatures } from '../dedup/index.ts'
 import { parseDocument } from '../parse/index.ts'
 import type { ParseRequest } from '../protocol.ts'
 import { normalizeForDedup } from '../text/normalize.ts'
@@ -17,7 +17,7 @@ export interface AnalyzeValue {
   parsed: ParsedDocument
   /** Characters of text over all pages. */
   chars: number
-  signatures: { simhash: string; bands: string[]; minhash: Uint32Array; title: string } | null
+  signatures: (DedupSignatures & { title: string }) | null
 }
 
 export default async function analyze(req: AnalyzeRequest): Promise<TaskResult<AnalyzeValue>> {

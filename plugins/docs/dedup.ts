@@ -11,6 +11,11 @@
 // - stage 3 counts how much of the new document has a near-copy in the candidate, measured against the
 //   background likeness of the two documents' unrelated passages (chunkScore), so vectors that merely share
 //   vocabulary (the built-in embedder's hashed lexical features, or a neural model's topic) do not add up;
+// - where the chunk vectors confirm a match, identical and similar are told apart by the text itself
+//   (textScore: the MinHash values sample the new text's shingles, and say which are missing from the
+//   candidate and where): a chunk vector cannot tell a sentence replaced from a chunk boundary moved by a
+//   sentence, so chunk scores alone called edited copies similar and short revised documents identical. A
+//   stage-1 "identical" is checked the same way before the document is skipped;
 // - identical content under another title is the "title changed" verdict of the older service: the new
 //   document is indexed and the older one becomes outdated.
 import type { SqlRunner } from '../../adapters/ports.ts'

@@ -118,7 +118,10 @@ export function createProcessor(deps: {
         } : null,
       }, { transfer: [bytes], signal }))
       const { parsed, signatures } = analyzed
-      const title = parsed.title || doc.title
+      // A connector chose the title (notes.md order: og:title, h1, <title>, URL) and the type (`code` keeps the
+      // code splitter on a reindex): the parser's own guesses do not overwrite them.
+      if (doc.connector_id && doc.doc_type) parsed.doc_type = doc.doc_type as DocType
+      const title = (doc.connector_id && doc.title) || parsed.title || doc.title
 
       // dedup stages 1-2
       const early = signatures
@@ -161,7 +164,7 @@ export function createProcessor(deps: {
 
       // dedup stage 3
       if (early.verdict === 'compare') {
-        verdict = titleChanged(await timed('dedup', () => compare(early.candidates, dense, (id) => vectors.docVectors(kbId, id), cfg.dedup)), signatures?.title ?? '')
+        verdict = titleChanged(await timed('dedup', () => compare(early.candidates, dense, (id) => vectors.docVectors(kbId, id), cfg.dedup, signatures ?? undefined)), signatures?.title ?? '')
         if (verdict.verdict === 'identical') {
           await finishIdentical(doc, verdict.match, title, parsed.doc_type)
           return

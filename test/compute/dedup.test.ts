@@ -107,14 +107,30 @@ test('universal hash: exact (a*x + b) mod (2^31 - 1), checked with BigInt', () =
   }
 })
 
-test('minhash: the signature is the minimum of each permutation over the shingles', () => {
-  const hasher = createMinHasher({ permutations: 16 })
-  const shingles = Uint32Array.from([5, 123456789, 2000000000, 77])
-  const sig = hasher.signatureOf(shingles)
-  const { a, b } = minhashParameters(16)
-  for (let i = 0; i < 16; i++) {
-    const expected = Math.min(...[...shingles].map((x) => Number((BigInt(a[i]) * BigInt(x) + BigInt(b[i])) % BigInt(MINHASH_PRIME))))
-    assert.equal(sig[i], expected)
+test('minhash: the signature is the minimum of each permutation over the shingles, and positions say which shingle', () => {
+  // 18 permutations: four passes of four and the two left over
+  const hasher = createMinHasher({ permutations: 18 })
+  const shingles = Uint32Array.from([5, 123456789, 2000000000, 77, 5, 987654321, 31337])
+  const positions = new Uint32Array(18)
+  const sig = hasher.signatureOf(shingles, positions)
+  assert.deepEqual([...hasher.signatureOf(shingles)], [...sig])
+  const { a, b } = minhashParameters(18)
+  const h = (i: number, x: number) => Number((BigInt(a[i]) * BigInt(x) + BigInt(b[i])) % BigInt(MINHASH_PRIME))
+  for (let i = 0; i < 18; i++) {
+    const values = [...shingles].map((x) => h(i, x))
+    assert.equal(sig[i], Math.min(...values))
+    // the first shingle with the minimum (5 repeats at index 4)
+    assert.equal(positions[i], values.indexOf(sig[i]))
+  }
+  assert.ok(new Set(positions).size > 2, 'the minima come from several shingles')
+  // dedupSignatures: each value is the hash of the 3-word shingle starting at its position
+  const text = 'alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi'
+  const ds = dedupSignatures(text)
+  const words = text.split(' ')
+  for (let i = 0; i < 128; i += 9) {
+    const at = ds.positions[i]
+    assert.ok(at <= words.length - 3)
+    assert.equal(minhashSignature(words.slice(at, at + 3).join(' '))[i], ds.minhash[i])
   }
 })
 

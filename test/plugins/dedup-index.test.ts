@@ -5,8 +5,11 @@ import assert from 'node:assert/strict'
 import type { SqlRunner } from '../../adapters/ports.ts'
 import { createPgliteSql } from '../../adapters/metadata/pglite.ts'
 import { migrate } from '../../adapters/metadata/migrate.ts'
-import { jaccardEstimate, simhashFromHex, titleSimilarity } from '../../compute/dedup/index.ts'
-import { chunkScore, finishIndexed, IDENTICAL_MIN_JACCARD, KbSignatures, screenEntries, SignatureIndex, titleChanged, type Candidate, type Signatures } from '../../plugins/docs/dedup.ts'
+import { dedupSignatures, jaccardEstimate, simhashFromHex, titleSimilarity } from '../../compute/dedup/index.ts'
+import {
+  chunkScore, compare, finishIndexed, IDENTICAL_MIN_JACCARD, KbSignatures, screenEntries, SignatureIndex, textScore, titleChanged, type Candidate, type Signatures,
+} from '../../plugins/docs/dedup.ts'
+import { domainText, editEvery25th, replaceTenth } from './dedup-quality.suite.ts'
 import { mulberry32 } from '../../bench/lib/rng.ts'
 import { resolveSettings } from '../../kernel/config/load.ts'
 
@@ -67,6 +70,46 @@ describe('dedup signature index', () => {
     if (v.verdict === 'compare') assert.deepEqual(v.candidates.map((c) => [c.doc_id, c.stage, c.jaccard]), [['a', 1, 0.5]])
     const most = { ...half, minhash: a.minhash.map((v, i) => (i < 128 * IDENTICAL_MIN_JACCARD ? v : signature(3).minhash[i])) }
     assert.equal((await screenEntries(entries, 'x', most, cfg, keep)).verdict, 'identical')
+    // The same signatures with the places of the sampled shingles: the 12 values not shared are lower than the
+    // candidate's, so those shingles are missing from it. Spread between shared ones they are scattered word
+    // edits (identical); next to each other they are one replaced passage, and stage 3 decides.
+    const lower = most.minhash.map((v, i) => (v === a.minhash[i] ? v : Math.min(v, a.minhash[i] - 1)))
+    const scattered = Uint32Array.from({ length: 128 }, (_, i) => (i < 116 ? i * 10 : (i - 116) * 100 + 5))
+    const passage = Uint32Array.from({ length: 128 }, (_, i) => (i < 116 ? i * 10 : 2000 + i))
+    assert.equal((await screenEntries(entries, 'x', { ...most, minhash: lower, positions: scattered }, cfg, keep)).verdict, 'identical')
+    assert.equal((await screenEntries(entries, 'x', { ...most, minhash: lower, positions: passage }, cfg, keep)).verdict, 'compare')
+  })
+
+  it('textScore: scattered word edits keep the text whole, a replaced passage counts, other text is not found', () => {
+    const sigOf = (text: string) => dedupSignatures(text)
+    // a short document (1,500 characters, one or two chunks), where chunk vectors tell least
+    const body = domainText(21, 1500)
+    const original = sigOf(body)
+    const te = textScore(sigOf(editEvery25th(body)), original.minhash)!
+    assert.ok(te >= cfg.chunk_compare.body_identical_threshold, `scattered edits: identical (${te})`)
+    const tr = textScore(sigOf(replaceTenth(body, 0.4, 22)), original.minhash)!
+    assert.ok(tr >= cfg.chunk_compare.body_similar_threshold && tr < cfg.chunk_compare.body_identical_threshold, `a passage replaced: similar (${tr})`)
+    assert.ok(textScore(sigOf(domainText(23, 1500)), original.minhash)! < 0.2, 'another text of the domain')
+    // a document inside one three times its size is not identical to it
+    assert.ok(textScore(original, sigOf(`${body}\n\n${domainText(24, 3000)}`).minhash)! < 0.5)
+    // no positions (a signature from before they existed) or a text of a few words: no evidence
+    assert.equal(textScore({ minhash: original.minhash }, original.minhash), null)
+    assert.equal(textScore(sigOf('a few words only'), sigOf('a few words only').minhash), null)
+  })
+
+  it('stage 3 takes the text evidence when the chunk vectors confirm the match, the chunk score otherwise', async () => {
+    const body = domainText(31, 1500)
+    const sig = dedupSignatures(replaceTenth(body, 0.5, 32))
+    const cand: Candidate = { doc_id: 'a', stage: 1, closeness: 6, jaccard: 0.8, title: 't', minhash: dedupSignatures(body).minhash }
+    const v = Float32Array.from({ length: 8 }, (_, i) => (i === 0 ? 1 : 0))
+    const w = Float32Array.from({ length: 8 }, (_, i) => (i === 1 ? 1 : 0))
+    // one chunk each, the same vector: the chunk score alone says identical
+    assert.equal((await compare([cand], [v], async () => [v], cfg)).verdict, 'identical')
+    const withText = await compare([cand], [v], async () => [v], cfg, sig)
+    assert.equal(withText.verdict, 'similar')
+    assert.equal(withText.verdict === 'similar' && withText.score, textScore(sig, cand.minhash))
+    // orthogonal chunk vectors: no chunk pair reaches chunk_match_threshold, the text evidence is not asked
+    assert.equal((await compare([cand], [v], async () => [w], cfg, sig)).verdict, 'unique')
   })
 
   it('stages 1-2 over packed signatures find exactly what a comparison of every full signature finds', () => {
