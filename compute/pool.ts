@@ -50,6 +50,8 @@ export interface ComputePoolStats {
   crashed: number
   /** Share of the pool's capacity used since it started (0..1). */
   utilization: number
+  /** Time calls waited for a worker since start, in ms (Piscina's wait-time histogram; NaN before the first call). */
+  waitMs: { mean: number; p50: number; p99: number }
 }
 
 export interface ComputePool {
@@ -213,6 +215,7 @@ export function createComputePool(opts: ComputePoolOptions = {}): ComputePool {
       return p
     },
     stats() {
+      const wait = piscina.histogram.waitTime
       return {
         threads: piscina.threads.length,
         minThreads: o.minThreads,
@@ -224,6 +227,7 @@ export function createComputePool(opts: ComputePoolOptions = {}): ComputePool {
         timedOut: counts.timedOut,
         crashed: counts.crashed,
         utilization: piscina.utilization,
+        waitMs: { mean: wait.mean, p50: wait.p50, p99: wait.p99 },
       }
     },
     async close({ force = false } = {}) {

@@ -13,6 +13,7 @@ import { Reply, type Caller, type Plugin, type PluginContext, type Request, type
 import { Router, type Method } from './router.ts'
 import { couldExist, PATH_IDS, type PathIdFormat } from './schemas.ts'
 import { compile, jsonIssues, unstorable, unstorableIssue, type CompiledSchema } from './validate.ts'
+import { telemetry } from './telemetry.ts'
 
 interface CompiledRoute {
   info: RouteInfo
@@ -245,11 +246,13 @@ export async function createApp(opts: AppOptions): Promise<App> {
     const headerId = ex.headers['x-request-id']
     const id = headerId !== undefined && REQUEST_ID.test(headerId) ? headerId : `${requestPrefix}-${(++requestCounter).toString(36)}`
     const found = (matched as RouteMatch).lookup
-    let out: HttpResult | Promise<HttpResult>
-    if (found.kind === 'found') out = run(found.value, found.params, ex, id)
-    else if (found.kind === 'method_not_allowed') out = jsonResult(405, { detail: 'Method Not Allowed' }, { allow: found.allowed.join(', ') })
-    else if (found.kind === 'bad_path') out = jsonResult(400, { detail: 'Malformed percent-encoding in the path' })
-    else out = jsonResult(404, { detail: 'Not Found' })
+    // Labelled by the route template, never the raw path: a metric's label set must stay bounded.
+    const out = telemetry.request(ex.method, found.kind === 'found' ? found.value.info.path : null, (): HttpResult | Promise<HttpResult> => {
+      if (found.kind === 'found') return run(found.value, found.params, ex, id)
+      if (found.kind === 'method_not_allowed') return jsonResult(405, { detail: 'Method Not Allowed' }, { allow: found.allowed.join(', ') })
+      if (found.kind === 'bad_path') return jsonResult(400, { detail: 'Malformed percent-encoding in the path' })
+      return jsonResult(404, { detail: 'Not Found' })
+    })
     if (out instanceof Promise) return out.then((result) => stamp(result, id, ex, found, started))
     return stamp(out, id, ex, found, started)
   }

@@ -6,6 +6,7 @@ import docs from '../plugins/docs/index.ts'
 import health from '../plugins/health/index.ts'
 import kb from '../plugins/kb/index.ts'
 import mcp from '../plugins/mcp/index.ts'
+import metrics from '../plugins/metrics/index.ts'
 import search from '../plugins/search/index.ts'
 
-export const defaultPlugins = (): Plugin<any>[] => [health, kb, docs, connectors, search, mcp, apidocs]
+export const defaultPlugins = (): Plugin<any>[] => [health, kb, docs, connectors, search, mcp, metrics, apidocs]

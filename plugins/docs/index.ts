@@ -1,5 +1,5 @@
 // Documents: the endpoints of spec 4.7, the ingest pipeline and the built-in worker.
-import { createComputePool } from '../../compute/pool.ts'
+import { createComputePool, type ComputePool } from '../../compute/pool.ts'
 import { definePlugin } from '../../kernel/plugin.ts'
 import type { KbService } from '../kb/service.ts'
 import { createProcessor, type PipelineMetrics } from './pipeline.ts'
@@ -12,6 +12,8 @@ export interface DocsPlugin {
   /** The built-in worker, or null when this process does not consume the queue. */
   worker: Worker | null
   metrics: PipelineMetrics
+  /** This process's compute pool (the metrics plugin scrapes its stats). */
+  pool: ComputePool
   addIngestHook(hook: IngestHook): void
 }
 
@@ -50,6 +52,7 @@ export default definePlugin<DocsPlugin & { close(): Promise<void> }>({
       service,
       worker,
       metrics: processor.metrics,
+      pool,
       addIngestHook: service.addIngestHook,
       async close() {
         await worker?.stop(settings.server.shutdown_grace_sec * 1000)

@@ -16,6 +16,7 @@ import type { DocRepo, DocumentRecord } from './repo.ts'
 import type { DocEvent } from './service.ts'
 import { truncateError } from './states.ts'
 import type { Processor } from './worker.ts'
+import { telemetry } from '../../kernel/telemetry.ts'
 
 export const STAGES = ['validate', 'dedup', 'parse', 'chunk', 'embed', 'upsert', 'meta'] as const
 export type Stage = (typeof STAGES)[number]
@@ -62,12 +63,14 @@ export function createProcessor(deps: {
   async function timed<T>(stage: Stage, fn: () => Promise<T>): Promise<T> {
     const started = performance.now()
     try {
-      return await fn()
+      return await telemetry.span(`ingest.${stage}`, fn)
     } catch (err) {
       if (err instanceof StageError || err instanceof Superseded) throw err
       throw new StageError(stage, err instanceof Error ? err.message : String(err))
     } finally {
-      metrics.stageMs[stage] += performance.now() - started
+      const ms = performance.now() - started
+      metrics.stageMs[stage] += ms
+      telemetry.metrics.ingestStage.observe({ stage }, ms / 1000)
     }
   }
 

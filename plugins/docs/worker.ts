@@ -7,6 +7,7 @@ import type { Logger } from '../../kernel/log.ts'
 import type { DocRepo, DocumentRecord } from './repo.ts'
 import { INGEST_TOPIC, type DocEvent } from './service.ts'
 import { truncateError } from './states.ts'
+import { telemetry } from '../../kernel/telemetry.ts'
 
 export interface WorkerOptions {
   maxWorkers: number
@@ -82,7 +83,7 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
     const abort = new AbortController()
     inProgress.set(event.doc_id, abort)
     try {
-      await processor.ingest(claimed, event, abort.signal)
+      await telemetry.span('ingest.document', () => processor.ingest(claimed, event, abort.signal), { 'quarry.kb_id': claimed.kb_id, 'quarry.doc_id': claimed.doc_id })
     } catch (err) {
       // The processor records specific failures itself; this catches what escaped it.
       if (!abort.signal.aborted) {

@@ -1,0 +1,138 @@
+// Metrics and tracing: one instance per process, as Prometheus scrapes a process and one exporter sends its
+// spans. Instrumented code imports `telemetry` and calls it unconditionally: with tracing off a span is the
+// plain call, and no OpenTelemetry module is ever loaded (adapters/telemetry/otlp.ts is imported on start).
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import type { Settings } from './config/schema.ts'
+import type { Logger } from './log.ts'
+
+export type SpanAttributes = Record<string, string | number | boolean>
+
+/** What adapters/telemetry/otlp.ts provides once tracing is on. */
+export interface Tracer {
+  span<T>(name: string, fn: () => T, attributes?: SpanAttributes): T
+  /** Runs fn in a span whose status follows the HTTP status of fn's result. */
+  request<R extends { status: number }>(name: string, attributes: SpanAttributes, fn: () => R | Promise<R>): R | Promise<R>
+  /** Sends the spans still buffered, then stops exporting. */
+  shutdown(): Promise<void>
+}
+
+/** Latency buckets in seconds: 1 ms to 30 s, dense where a search or a request usually ends. */
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
+/** Ingest stages run from a millisecond (validate) to minutes (a large PDF's parse, a slow embedder). */
+const STAGE_BUCKETS = [0.001, 0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 180, 600]
+
+/** The route label of a request that matched no route: raw paths would make the label set unbounded. */
+export const UNMATCHED_ROUTE = 'unmatched'
+
+/** KB counts as a bounded label: one KB, a few, many. */
+export function kbCountLabel(n: number): string {
+  if (n <= 1) return '1'
+  if (n <= 5) return '2-5'
+  if (n <= 20) return '6-20'
+  return '21+'
+}
+
+function createInstruments(registry: Registry) {
+  return {
+    httpRequests: new Counter({
+      name: 'quarry_http_requests_total', help: 'HTTP requests answered, by method, route template and status.',
+      labelNames: ['method', 'route', 'status'] as const, registers: [registry],
+    }),
+    httpDuration: new Histogram({
+      name: 'quarry_http_request_duration_seconds', help: 'Time from routing to the response, by method, route template and status.',
+      labelNames: ['method', 'route', 'status'] as const, buckets: LATENCY_BUCKETS, registers: [registry],
+    }),
+    searchDuration: new Histogram({
+      name: 'quarry_search_duration_seconds', help: 'Search latency as reported in meta.latency_ms, by mode, number of KBs searched and cache outcome.',
+      labelNames: ['mode', 'kbs', 'cache'] as const, buckets: LATENCY_BUCKETS, registers: [registry],
+    }),
+    ingestStage: new Histogram({
+      name: 'quarry_ingest_stage_duration_seconds', help: 'Duration of one ingest stage of one document.',
+      labelNames: ['stage'] as const, buckets: STAGE_BUCKETS, registers: [registry],
+    }),
+    connectorSyncs: new Counter({
+      name: 'quarry_connector_syncs_total', help: 'Connector syncs finished, by source type and outcome (completed, failed, timed_out, aborted, interrupted).',
+      labelNames: ['source_type', 'outcome'] as const, registers: [registry],
+    }),
+    rateLimited: new Counter({
+      name: 'quarry_rate_limit_rejections_total', help: 'Requests refused with 429 by the rate limiter, by rule name.',
+      labelNames: ['rule'] as const, registers: [registry],
+    }),
+  }
+}
+
+export type Instruments = ReturnType<typeof createInstruments>
+
+export interface Telemetry {
+  /** Process-wide metrics: the named instruments and process metrics (prom-client defaults). */
+  readonly registry: Registry
+  readonly metrics: Instruments
+  readonly tracing: boolean
+  /** fn inside a span named `name` (a child of the active span); with tracing off, fn() and nothing else. */
+  span<T>(name: string, fn: () => T, attributes?: SpanAttributes): T
+  /**
+   * Measures one HTTP request and, with tracing, runs it inside the request's span so that the stages it
+   * calls nest under it. Synchronous results stay synchronous. route: the template (/api/kb/{kb_id}), or null.
+   */
+  request<R extends { status: number }>(method: string, route: string | null, fn: () => R | Promise<R>): R | Promise<R>
+  /** Search latency; the number of KBs is bucketed (kbCountLabel). */
+  searched(mode: string, kbCount: number, cache: 'hit' | 'miss' | 'none', ms: number): void
+  /** Starts exporting spans when settings.tracing.enabled; a second start while on is refused. */
+  startTracing(settings: Readonly<Settings>, log: Logger): Promise<void>
+  stopTracing(): Promise<void>
+}
+
+export function createTelemetry(): Telemetry {
+  const registry = new Registry()
+  collectDefaultMetrics({ register: registry })
+  const metrics = createInstruments(registry)
+  let tracer: Tracer | null = null
+
+  const observe = (method: string, route: string, started: number, status: number) => {
+    const labels = { method, route, status: String(status) }
+    metrics.httpRequests.inc(labels)
+    metrics.httpDuration.observe(labels, (performance.now() - started) / 1000)
+  }
+
+  return {
+    registry,
+    metrics,
+    get tracing() {
+      return tracer !== null
+    },
+    span(name, fn, attributes) {
+      return tracer === null ? fn() : tracer.span(name, fn, attributes)
+    },
+    request(method, route, fn) {
+      const started = performance.now()
+      const label = route ?? UNMATCHED_ROUTE
+      const out = tracer === null
+        ? fn()
+        : tracer.request(`${method} ${label}`, { 'http.request.method': method, 'http.route': label }, fn)
+      if (out instanceof Promise) {
+        return out.then((r) => {
+          observe(method, label, started, r.status)
+          return r
+        })
+      }
+      observe(method, label, started, out.status)
+      return out
+    },
+    searched(mode, kbCount, cache, ms) {
+      metrics.searchDuration.observe({ mode, kbs: kbCountLabel(kbCount), cache }, ms / 1000)
+    },
+    async startTracing(settings, log) {
+      if (!settings.tracing.enabled) return
+      if (tracer !== null) throw new Error('tracing is already started in this process')
+      const { createOtlpTracer } = await import('../adapters/telemetry/otlp.ts')
+      tracer = createOtlpTracer(settings.tracing, log)
+    },
+    async stopTracing() {
+      const t = tracer
+      tracer = null
+      await t?.shutdown()
+    },
+  }
+}
+
+export const telemetry: Telemetry = createTelemetry()
