@@ -72,19 +72,18 @@ export async function createVectors(s: Settings, log?: Logger): Promise<VectorSt
 }
 
 /** Bounds of the search cache (answers are a few kB to a few hundred kB each). */
-export const SEARCH_CACHE_LIMITS = { ttlMs: 300_000, maxEntries: 5000, maxBytes: 64 * 1024 * 1024 }
-
 /** Redis when the queue is on Redis: every instance that shares the queue writes vectors and must share versions. */
 export async function createSearchCache(s: Settings): Promise<SearchCache> {
+  const limits = { ttlMs: s.search_cache.ttl_sec * 1000, maxEntries: s.search_cache.max_entries, maxBytes: s.search_cache.max_memory_mb * 1024 * 1024 }
   if (s.redis.host) {
     const { createRedisSearchCache } = await import('./cache/redis.ts')
     return createRedisSearchCache({
       host: s.redis.host, port: s.redis.port, password: s.redis.password, db: s.redis.db, prefix: s.redis.key_prefix,
-      ttlMs: SEARCH_CACHE_LIMITS.ttlMs, maxEntries: SEARCH_CACHE_LIMITS.maxEntries,
+      ttlMs: limits.ttlMs, maxEntries: limits.maxEntries,
     })
   }
   const { createMemorySearchCache } = await import('./cache/memory.ts')
-  return createMemorySearchCache(SEARCH_CACHE_LIMITS)
+  return createMemorySearchCache(limits)
 }
 
 /** With the services every API instance shares Redis; with the embedded engines one process owns data_dir. */

@@ -176,6 +176,11 @@ export const SettingsSchema = Type.Object({
       merge_threshold: num(0.5, 0, 1, 'Share of matched children under one parent at or above which the parent text is returned.'),
     }, 'Parent-child auto-merge.'),
   }, 'Retrieval.'),
+  search_cache: section({
+    ttl_sec: num(300, 1, 86400, 'How long a cached search answer lives. Every write to a KB invalidates its answers at once, whatever this says.'),
+    max_entries: int(5000, 1, 1_000_000, 'Answers kept at most; the oldest are dropped first.'),
+    max_memory_mb: int(64, 1, 65536, 'Memory of the in-process cache at most (embedded engines; with Redis, max_entries bounds it).'),
+  }, 'Search answer cache, keyed by query, options and each KB index version; in Redis with the services, in process otherwise (Quarry addition).'),
   knowledge_bases: Type.Array(Type.Object({
     id: Type.String({ pattern: '^[a-z0-9][a-z0-9_-]{0,62}$' }),
     name: Type.String({ default: '' }),
