@@ -1,5 +1,5 @@
-// One Redis connection as every Quarry Redis client opens it (the search cache, shared secrets; the queue's
-// adapters/queue/redis.ts opens its own the same way): lazy, bounded connect time, fail fast when down.
+// One Redis connection as every Quarry Redis client opens it (the search cache, shared secrets, the queue): lazy,
+// bounded connect time, fail fast when down.
 import type { Redis as RedisClient, RedisOptions } from 'ioredis'
 
 export interface RedisConnectionOptions {

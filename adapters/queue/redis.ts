@@ -7,21 +7,14 @@
 // two consumers never hold one message inside its lease whatever their machines' clocks say.
 // A message reserved before a restart is handed out again once its lease runs out (attempts + 1).
 import { randomUUID } from 'node:crypto'
-import type { Redis as RedisClient, RedisOptions } from 'ioredis'
+import type { Redis as RedisClient } from 'ioredis'
 import { AppError, serviceUnavailable } from '../../kernel/errors.ts'
+import { openRedis, redisWhere, type RedisConnectionOptions } from '../cache/redis-connection.ts'
 import type { Queue, QueueDepth, QueueMessage } from '../ports.ts'
 import { checkDelay, checkEnqueue, checkReserve, checkTopic } from './checks.ts'
 
-export interface RedisQueueOptions {
-  host: string
-  port?: number
-  /** Empty = no password. */
-  password?: string
-  db?: number
-  prefix?: string
-  /** Time allowed to open a connection (default 2000 ms), so a down Redis fails fast. */
-  connectTimeoutMs?: number
-}
+/** The queue's keys live under `prefix` (default `quarry`). */
+export type RedisQueueOptions = RedisConnectionOptions
 
 /** Redis server time in ms; the scripts use it instead of any client's clock. */
 const NOW = `local t = redis.call('TIME')
@@ -133,21 +126,8 @@ interface Scripts {
 export async function createRedisQueue(options: RedisQueueOptions): Promise<Queue> {
   if (!options?.host) throw new Error('createRedisQueue: host is required')
   const prefix = options.prefix ?? 'quarry'
-  const where = `${options.host}:${options.port ?? 6379}${options.db ? `/${options.db}` : ''}`
-  const { Redis } = await import('ioredis')
-  const clientOptions: RedisOptions = {
-    host: options.host,
-    port: options.port ?? 6379,
-    password: options.password || undefined,
-    db: options.db ?? 0,
-    lazyConnect: true,
-    connectTimeout: options.connectTimeoutMs ?? 2000,
-    // A command waits through one reconnect at most, then fails: a down Redis answers 503 quickly
-    // instead of holding requests while ioredis keeps reconnecting in the background.
-    maxRetriesPerRequest: 1,
-    retryStrategy: (times) => Math.min(times * 100, 1000),
-  }
-  const client = new Redis(clientOptions)
+  const where = redisWhere(options)
+  const client = await openRedis(options)
   let lastError: Error | undefined
   // Without a listener ioredis prints every connection error; the commands report them instead.
   client.on('error', (err: Error) => (lastError = err))

@@ -271,6 +271,14 @@ function search(raw: unknown): Normalised {
     add(`${mode}: p50 under load, ${ten.slice(mode.length + 1)} vs 1 KB`, num(load, `${ten}.p50_ms`), num(load, `${one}.p50_ms`),
       { unit: 'ms', higher_is_better: false, baseline_name: 'the same chunks in 1 KB', target: maxTenOverOne === undefined ? undefined : round(1 / maxTenOverOne) })
   }
+  // The search cache: a cached answer against the same query uncached (its twin), per case the bench ran it for.
+  const cache = obj(raw, 'cache') ?? {}
+  for (const name of Object.keys(cache)) {
+    add(`${name}: cache hit vs miss, p50 (1 conn.)`, num(cache, `${name}.one_connection.hit_p50_ms`), num(cache, `${name}.one_connection.miss_p50_ms`),
+      { unit: 'ms', higher_is_better: false, baseline_name: 'the same search, not cached' })
+    add(`${name}: cache hit vs miss, QPS under load`, num(cache, `${name}.load.hit_qps`), num(cache, `${name}.load.miss_qps`),
+      { unit: 'QPS', baseline_name: 'the same search, not cached' })
+  }
   const series: Series[] = []
   const groups: Series['groups'] = []
   for (const name of Object.keys(load)) {

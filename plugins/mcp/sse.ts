@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto'
 import { PassThrough } from 'node:stream'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
-import { AppError } from '../../kernel/errors.ts'
+import { AppError, clip } from '../../kernel/errors.ts'
 import { rawReply, streamReply, type PluginContext } from '../../kernel/plugin.ts'
 import { MCP_PATH } from './http.ts'
 import type { McpServerFactory } from './index.ts'
@@ -89,7 +89,7 @@ export function registerSseRoutes(ctx: PluginContext, createServer: McpServerFac
     handler: async (req) => {
       const id = typeof req.query.session_id === 'string' ? req.query.session_id : ''
       const transport = sessions.get(id)
-      if (!transport) throw new AppError('MCP_SESSION_NOT_FOUND', 404, `MCP session '${id}' not found: open one with GET ${SSE_PATH}`)
+      if (!transport) throw new AppError('MCP_SESSION_NOT_FOUND', 404, `MCP session '${clip(id)}' not found: open one with GET ${SSE_PATH}`)
       const { JSONRPCMessageSchema } = await (types ??= import('@modelcontextprotocol/sdk/types.js'))
       const parsed = JSONRPCMessageSchema.safeParse(req.body)
       if (!parsed.success) throw new AppError('MCP_BAD_MESSAGE', 400, 'Not a JSON-RPC 2.0 message')

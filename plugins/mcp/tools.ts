@@ -6,8 +6,10 @@ import * as z from 'zod'
 import { AppError } from '../../kernel/errors.ts'
 import type { Logger } from '../../kernel/log.ts'
 import type { Caller } from '../../kernel/plugin.ts'
+import { couldExist } from '../../kernel/schemas.ts'
 import { publicRecord, type DocsService } from '../docs/service.ts'
 import type { KbService } from '../kb/service.ts'
+import { SearchFilterArg } from '../search/filter.ts'
 import { MAX_QUERY_CHARS, TOP_K_MAX } from '../search/schemas.ts'
 import type { SearchResultItem, SearchService } from '../search/service.ts'
 
@@ -35,6 +37,7 @@ const SearchInput = {
     .describe("'hybrid' combines keyword and semantic ranking; 'similarity' ranks by cosine similarity only. Default: the service setting."),
   min_score: z.number().min(0).max(1).optional()
     .describe('Minimum cosine similarity, 0.0 to 1.0; applies in similarity mode only (hybrid scores are ranks, not similarities).'),
+  filter: SearchFilterArg.optional(),
 }
 
 const SearchHit = z.object({
@@ -155,7 +158,7 @@ export function createMcpServer(deps: ToolDeps, info: ServerInfo, caller: Caller
     inputSchema: SearchInput,
     outputSchema: SearchOutput,
     annotations: READ_ONLY,
-  }, guarded('search', async ({ query, kb_ids, top_k, mode, min_score }) => {
+  }, guarded('search', async ({ query, kb_ids, top_k, mode, min_score, filter }) => {
     let ids = kb_ids
     if (ids === undefined) {
       ids = (await deps.kbs.list()).map((kb) => kb.kb_id)
@@ -166,6 +169,7 @@ export function createMcpServer(deps: ToolDeps, info: ServerInfo, caller: Caller
     if (top_k !== undefined) options.top_k = top_k
     if (mode !== undefined) options.mode = mode
     if (min_score !== undefined) options['similarity.min_score'] = min_score
+    if (filter !== undefined) options.filter = filter
     const out = await deps.search.search({ query, kb_ids: ids, options }, caller)
     return { results: out.results.map(hit), latency_ms: out.meta.latency_ms }
   }))
@@ -180,6 +184,8 @@ export function createMcpServer(deps: ToolDeps, info: ServerInfo, caller: Caller
   })))
 
   const getDocument = guarded<{ kb_id: string; doc_id: string }>('get_document', async ({ kb_id, doc_id }) => {
+    // An id no document can have (a NUL, a wrong length) is not looked up: the database would refuse some of them.
+    if (!couldExist('kb_id', kb_id) || !couldExist('doc_id', doc_id)) return { status: 'not_found' }
     try {
       return publicRecord(await deps.docs.get(kb_id, doc_id)) as unknown as Record<string, unknown>
     } catch (err) {

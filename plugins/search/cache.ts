@@ -1,12 +1,14 @@
 // The search cache of the older service (notes.md, wire details): answers are kept under a key made of the
-// query, the resolved options, the KBs' per-KB settings and the service's retrieval settings, at the KBs' index
-// versions (adapters/ports.ts SearchCache). A write to a KB bumps its version, so the next search misses at once.
+// query, the resolved options, the filter (and the KBs its tags chose), the KBs' per-KB settings and the
+// service's retrieval settings, at the KBs' index versions (adapters/ports.ts SearchCache). A write to a KB
+// bumps its version, so the next search misses at once.
 // A hit is the stored answer byte for byte, except meta.cache_status and meta.latency_ms, which close it.
 import { createHash } from 'node:crypto'
 import type { Embedder, SearchCache } from '../../adapters/ports.ts'
 import type { Settings } from '../../kernel/config/schema.ts'
 import type { Logger } from '../../kernel/log.ts'
 import type { SearchInput, SearchOutput, SearchPlan, SearchService } from './service.ts'
+import { telemetry } from '../../kernel/telemetry.ts'
 
 /** Raised when the stored format changes, so that instances of two releases never read each other's answers. */
 const FORMAT = 1
@@ -70,7 +72,11 @@ export function createCachedSearch(service: SearchService, cache: SearchCache, f
       try {
         const found = await cache.lookup(key, plan.kbIds)
         failing = false
-        if (found.value !== null) return finish(found.value, 'hit', Math.round(performance.now() - started))
+        if (found.value !== null) {
+          const ms = Math.round(performance.now() - started)
+          telemetry.searched(plan.opts.mode, plan.kbIds.length, 'hit', ms)
+          return finish(found.value, 'hit', ms)
+        }
         versions = found.versions
       } catch (err) {
         warn('lookup', err)
@@ -82,6 +88,7 @@ export function createCachedSearch(service: SearchService, cache: SearchCache, f
         if (versions !== null) cache.store(key, plan.kbIds, versions, head).catch((err) => warn('store', err))
         else if (kbsWithHits.length > 0 && !failing) cache.init(kbsWithHits).catch((err) => warn('init', err))
       }
+      telemetry.searched(plan.opts.mode, plan.kbIds.length, 'miss', latency)
       return finish(head, 'miss', latency)
     },
     clear: (kbId) => cache.clear(kbId),

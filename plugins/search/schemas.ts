@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox'
 import { Timestamp } from '../../kernel/schemas.ts'
+import { SearchFilter } from './filter.ts'
 
 /** Longer queries are refused with 422: no retrieval model reads that much, and it bounds the work per request. */
 export const MAX_QUERY_CHARS = 4096
@@ -20,6 +21,7 @@ export const SearchOptions = Type.Object({
   'similarity.min_score': Type.Optional(unit('similarity.min_score')),
   'rerank.enabled': Type.Optional(Type.Boolean()),
   'rerank.top_n': Type.Optional(topK('rerank.top_n')),
+  filter: Type.Optional(SearchFilter),
 })
 
 export const SearchBody = Type.Object({

@@ -1,15 +1,17 @@
 // Search over one or many KBs (spec 4.10): the query is embedded and sparse-encoded once for all KBs, KBs
 // are searched concurrently, fused in each KB, then pooled across KBs; optional auto-merge and reranking.
 // No metadata round trip per result: results are built from the vector payloads.
-import type { Adapters } from '../../adapters/ports.ts'
+import type { Adapters, VectorFilter } from '../../adapters/ports.ts'
 import { encodeQuery } from '../../compute/text/sparse.ts'
 import type { Settings } from '../../kernel/config/schema.ts'
 import { AppError, ValidationError } from '../../kernel/errors.ts'
 import type { Caller } from '../../kernel/plugin.ts'
 import type { Logger } from '../../kernel/log.ts'
+import { planFilter } from './filter.ts'
 import { fuseInKb, inKbFusionK, poolByRank, poolByScore, type Pooled, type Ranked } from './fusion.ts'
 import { autoMerge, sqlParentLoader, type MergeItem } from './merge.ts'
 import { rerank } from './rerank.ts'
+import { telemetry } from '../../kernel/telemetry.ts'
 
 export interface SearchInput {
   query: string
@@ -69,6 +71,8 @@ export interface SearchPlan {
   kbIds: string[]
   opts: ResolvedOptions
   merges: Map<string, { enabled: boolean; threshold: number }>
+  /** The chunk conditions of options.filter, applied by every KB's store; kbIds are already narrowed by its tags. */
+  filter: VectorFilter | undefined
 }
 
 export interface SearchRun {
@@ -165,12 +169,12 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
     return new Map(kbIds.map((id) => [id, mergeCache.get(id)!]))
   }
 
-  async function searchKb(kbId: string, opts: ResolvedOptions, dense: Float32Array | undefined, sparse: ReturnType<typeof encodeQuery> | undefined, merge: { enabled: boolean; threshold: number }, effort: number | undefined) {
+  async function searchKb(kbId: string, opts: ResolvedOptions, dense: Float32Array | undefined, sparse: ReturnType<typeof encodeQuery> | undefined, merge: { enabled: boolean; threshold: number }, effort: number | undefined, filter: VectorFilter | undefined) {
     // Fusion needs deeper lists than top_k: a chunk ranked 12th by both lists can beat one ranked 1st by one.
     const limit = opts.mode === 'hybrid' ? Math.max(opts.top_k * 4, 40) : opts.top_k
     let hits
     try {
-      hits = await vectors.search(kbId, { dense, sparse, limit, effort })
+      hits = await vectors.search(kbId, { dense, sparse, limit, effort, filter })
     } catch (err) {
       // A KB deleted while being searched contributes nothing; a store that is down is still an error.
       if (err instanceof AppError && err.status === 404) return { ranked: [] as MergeItem[], candidates: 0 }
@@ -200,23 +204,27 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
     if (kbIds.length === 0) throw new AppError('KB_IDS_REQUIRED', 422, KB_IDS_REQUIRED)
     const query = input.query
     if (query.trim().length === 0) throw new ValidationError([{ loc: ['body', 'query'], msg: 'query must not be blank', type: 'string_too_short' }])
-    return { query, kbIds, opts: resolveOptions(input.options, r), merges: await mergeSettings(kbIds) }
+    const opts = resolveOptions(input.options, r)
+    // The tags of a filter choose the KBs, so everything after this point sees only the KBs that take part.
+    const f = await planFilter(sql, kbIds, input.options?.filter)
+    return { query, kbIds: f.kbIds, opts, merges: await mergeSettings(f.kbIds), filter: f.filter }
   }
 
   async function run(p: SearchPlan, started: number): Promise<SearchRun> {
-    const { query, kbIds, opts, merges } = p
+    const { query, kbIds, opts, merges, filter } = p
     const needDense = opts.mode === 'similarity' || opts.alpha > 0
     const needSparse = opts.mode === 'hybrid' && opts.alpha < 1
-    const [dense] = needDense ? await embedder.embed([query]) : [undefined]
+    const [dense] = needDense ? await telemetry.span('search.embed', () => embedder.embed([query])) : [undefined]
     const sparse = needSparse ? encodeQuery(query) : undefined
     const efforts = dense === undefined ? undefined : await denseEfforts(kbIds)
-    const perKb = await Promise.all(kbIds.map((id) => searchKb(id, opts, dense, sparse, merges.get(id)!, efforts?.get(id))))
+    const perKb = await Promise.all(kbIds.map((id) =>
+      telemetry.span('search.kb', () => searchKb(id, opts, dense, sparse, merges.get(id)!, efforts?.get(id), filter), { 'quarry.kb_id': id })))
 
     const lists = perKb.map((k) => k.ranked)
     const counts = { pooled: 0 }
-    const pooled: Pooled[] = opts.mode === 'hybrid'
+    const pooled: Pooled[] = telemetry.span('search.fusion', () => opts.mode === 'hybrid'
       ? poolByRank(lists, r.hybrid.rrf_k, opts.top_k, counts)
-      : poolByScore(lists, opts.min_score, opts.top_k, counts)
+      : poolByScore(lists, opts.min_score, opts.top_k, counts))
 
     let results: SearchResultItem[] = pooled.map((x) => toResult(x))
     let reranked = false
@@ -224,10 +232,10 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
     if (opts.rerank && results.length > 0) {
       const topN = Math.min(opts.rerank_top_n, results.length)
       try {
-        const order = await rerank(
+        const order = await telemetry.span('search.rerank', () => rerank(
           { url: r.rerank.url, apiKey: r.rerank.api_key, model: r.rerank.model, timeoutMs: r.rerank.timeout_sec * 1000 },
           query, results.map((x) => x.text), topN,
-        )
+        ))
         results = order.map((o) => ({ ...results[o.index], rerank_score: o.relevance_score }))
         reranked = true
       } catch (err) {
@@ -268,7 +276,10 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
     /** A search without the cache (MCP tools; the HTTP route goes through cache.ts). */
     async search(input: SearchInput, _caller: Caller | null = null): Promise<SearchOutput> {
       const started = performance.now()
-      return (await run(await plan(input), started)).output
+      const p = await plan(input)
+      const { output } = await run(p, started)
+      telemetry.searched(p.opts.mode, p.kbIds.length, 'none', output.meta.latency_ms)
+      return output
     },
   }
 }

@@ -220,6 +220,25 @@ describe('normalisation of each benchmark', () => {
     assert.equal(latency.kind, 'percentiles')
     assert.deepEqual(latency.groups.map((g) => [g.label, g.values.p50, g.values.p99]), [['hybrid 1 KB', 10, 30], ['hybrid 10 KBs', 25, 60], ['similarity 1 KB', 5, 12], ['similarity 10 KBs', 8, 20]])
     assert.ok(n.series.some((s) => s.id === 'search-breakdown'))
+    assert.ok(!n.comparisons.some((c) => /cache/.test(c.metric)), 'a result without the cache section adds no cache comparison')
+  })
+
+  it('search: cache hits against misses, at 1 connection and under load', () => {
+    const raw = {
+      bench: 'search', machine: {}, sizes: { chunks: 2000, connections: 16 },
+      cache: {
+        'hybrid 1 KB': { one_connection: { hit_p50_ms: 0.5, miss_p50_ms: 4, hit_over_miss_p50: 0.125 }, load: { hit_qps: 6000, miss_qps: 400, qps_ratio: 15 } },
+        'hybrid 10 KBs': { one_connection: { hit_p50_ms: 0.6 }, load: { hit_qps: 5000, miss_qps: 150 } },
+      },
+    }
+    const n = normalise('search', raw)
+    const p50 = byMetric(n.comparisons, 'hybrid 1 KB: cache hit vs miss, p50 (1 conn.)')
+    assert.deepEqual([p50.ours, p50.baseline, p50.ratio, p50.unit, p50.higher_is_better], [0.5, 4, 8, 'ms', false])
+    const qps = byMetric(n.comparisons, 'hybrid 1 KB: cache hit vs miss, QPS under load')
+    assert.deepEqual([qps.ours, qps.baseline, qps.ratio, qps.unit, qps.higher_is_better], [6000, 400, 15, 'QPS', true])
+    assert.equal(byMetric(n.comparisons, 'hybrid 10 KBs: cache hit vs miss, QPS under load').ratio, 33.33)
+    assert.ok(!n.comparisons.some((c) => c.metric === 'hybrid 10 KBs: cache hit vs miss, p50 (1 conn.)'))
+    assert.ok(n.notes.includes("'hybrid 10 KBs: cache hit vs miss, p50 (1 conn.)' not found in the result"), 'a missing figure is a note')
   })
 
   it('orama: our in-process search against the better Orama configuration on each figure', () => {

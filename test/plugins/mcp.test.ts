@@ -75,7 +75,10 @@ describe('mcp over Streamable HTTP', () => {
     assert.deepEqual([...byName.keys()].sort(), ['get_document', 'get_document_status', 'list_knowledge_bases', 'search'])
     const search = byName.get('search')!.inputSchema as Json
     assert.deepEqual(search.required, ['query'])
-    assert.deepEqual(Object.keys(search.properties).sort(), ['kb_ids', 'min_score', 'mode', 'query', 'top_k'])
+    assert.deepEqual(Object.keys(search.properties).sort(), ['filter', 'kb_ids', 'min_score', 'mode', 'query', 'top_k'])
+    assert.deepEqual(Object.keys(search.properties.filter.properties).sort(), ['doc_ids', 'doc_type', 'source_prefix', 'source_type', 'tags', 'updated_after', 'updated_before'])
+    assert.equal(search.properties.filter.additionalProperties, false)
+    for (const p of Object.values(search.properties.filter.properties) as Json[]) assert.ok(p.description, 'every filter field is described')
     assert.equal(search.properties.top_k.type, 'integer')
     assert.deepEqual([search.properties.top_k.minimum, search.properties.top_k.maximum], [1, 100])
     assert.deepEqual([search.properties.min_score.minimum, search.properties.min_score.maximum], [0, 1])
@@ -110,6 +113,39 @@ describe('mcp over Streamable HTTP', () => {
     assert.deepEqual(new Set(hybrid.results.map((r: Json) => r.kb_id)), new Set([kbA, kbB]), 'both knowledge bases contribute')
   })
 
+  it('search takes a filter, applied as POST /api/search applies options.filter', async () => {
+    const query = 'leave policy harbor notes'
+    const cases: Json[] = [
+      { doc_ids: [docA.doc_id] },
+      { source_prefix: 'harbor-' },
+      { doc_type: ['md'], updated_after: '2000-01-01' },
+      { tags: 'no-such-tag' },
+    ]
+    for (const filter of cases) {
+      const tool = structured(await call(client, 'search', { query, kb_ids: [kbA, kbB], top_k: 10, filter }))
+      const rest = await (await svc.request('/api/search', { method: 'POST', json: { query, kb_ids: [kbA, kbB], options: { top_k: 10, filter } } })).json() as Json
+      assert.deepEqual(tool.results, asToolResults(rest), JSON.stringify(filter))
+    }
+    const onlyA = structured(await call(client, 'search', { query, kb_ids: [kbA, kbB], top_k: 10, filter: { doc_ids: [docA.doc_id] } }))
+    assert.ok(onlyA.results.length > 0 && onlyA.results.every((r: Json) => r.doc_id === docA.doc_id))
+    const onlyB = structured(await call(client, 'search', { query, top_k: 10, filter: { source_prefix: 'harbor-' } }))
+    assert.ok(onlyB.results.length > 0 && onlyB.results.every((r: Json) => r.kb_id === kbB), 'without kb_ids too')
+    assert.deepEqual(structured(await call(client, 'search', { query, kb_ids: [kbA, kbB], filter: { tags: 'no-such-tag' } })).results, [])
+
+    const bad: [Json, RegExp][] = [
+      [{ doc_typ: 'md' }, /doc_typ/],
+      [{ doc_ids: [] }, /doc_ids/],
+      [{ updated_after: 'yesterday' }, /updated_after/],
+      [{ updated_after: '2024-02-30' }, /updated_after is not a valid date/],
+      [{ updated_after: '2024-05-02', updated_before: '2024-05-01' }, /updated_after must be earlier than updated_before/],
+    ]
+    for (const [filter, message] of bad) {
+      const res = await call(client, 'search', { query, kb_ids: [kbA], filter })
+      assert.equal(res.isError, true, JSON.stringify(filter))
+      assert.match(res.content[0].text, message)
+    }
+  })
+
   it('search without kb_ids searches every knowledge base', async () => {
     const query = 'harbor notes glacier'
     const tool = structured(await call(client, 'search', { query, top_k: 50 }))
@@ -141,6 +177,10 @@ describe('mcp over Streamable HTTP', () => {
       assert.deepEqual(structured(await call(client, name, { kb_id: kbA, doc_id: '0000000000000000' })), { status: 'not_found' })
       assert.deepEqual(structured(await call(client, name, { kb_id: 'no-such-kb', doc_id: docA.doc_id })), { status: 'not_found' })
       assert.deepEqual(structured(await call(client, name, { kb_id: kbB, doc_id: docA.doc_id })), { status: 'not_found' }, 'a document is found only in its own knowledge base')
+      // Ids no document can have never reach the database (which refuses a NUL in text): not found, not an error.
+      for (const args of [{ kb_id: kbA, doc_id: `${docA.doc_id.slice(0, 15)}\u0000` }, { kb_id: `${kbA}\u0000`, doc_id: docA.doc_id }, { kb_id: kbA, doc_id: 'x'.repeat(10_000) }]) {
+        assert.deepEqual(structured(await call(client, name, args)), { status: 'not_found' }, JSON.stringify(args).slice(0, 60))
+      }
     }
   })
 
@@ -230,7 +270,11 @@ describe('mcp with transport sse', () => {
     const post = (session: string, body: unknown) => svc.request(`/mcp/messages?session_id=${session}`, { method: 'POST', json: body })
     let res = await post('no-such-session', { jsonrpc: '2.0', id: 1, method: 'tools/list' })
     assert.equal(res.status, 404)
-    await res.arrayBuffer()
+    assert.match((await res.json() as Json).detail, /^MCP session 'no-such-session' not found/)
+    res = await post('s'.repeat(5000), { jsonrpc: '2.0', id: 1, method: 'tools/list' })
+    assert.equal(res.status, 404)
+    const { detail } = await res.json() as Json
+    assert.ok(detail.startsWith(`MCP session '${'s'.repeat(200)}…[5000 chars]' not found`), 'the echoed id is clipped')
     // a session of our own, read by hand: the endpoint event, then the answer to a POSTed request
     const ac = new AbortController()
     const stream = await fetch(`${svc.url}/mcp/sse`, { headers: { accept: 'text/event-stream' }, signal: ac.signal })

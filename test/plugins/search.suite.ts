@@ -9,7 +9,7 @@ type Json = any
 
 const fast = { queue_poll: { poll_interval_sec: 0.2, retry_interval_sec: 0.2 } }
 
-async function ingest(svc: StartedApp, kb: string, files: Record<string, string>): Promise<Record<string, string>> {
+export async function ingest(svc: StartedApp, kb: string, files: Record<string, string>): Promise<Record<string, string>> {
   const ids: Record<string, string> = {}
   for (const [name, text] of Object.entries(files)) ids[name] = ((await (await upload(svc, kb, name, text)).json()) as Json).doc_id
   for (const [name, id] of Object.entries(ids)) assert.equal((await settle(svc, kb, id)).status, 'indexed', name)
