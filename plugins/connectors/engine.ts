@@ -13,6 +13,7 @@ import { INGEST_TOPIC, type DocEvent, type DocsService } from '../docs/service.t
 import { isActive, truncateError, type DocStatus } from '../docs/states.ts'
 import type { ConnectorRepo, ConnectorRow, LastSync } from './repo.ts'
 import type { SecretBox } from './secrets.ts'
+import { telemetry } from '../../kernel/telemetry.ts'
 
 /** What a source hands over for one document. */
 export interface SourceItem {
@@ -210,11 +211,35 @@ export function createEngine(deps: EngineDeps) {
     return n
   }
 
+  /**
+   * One claimed run. Whatever fails before or after the source's own work still ends it: the row goes back to
+   * idle with the error (never left `running` until the stale window), the heartbeat stops, the slot is freed.
+   */
   async function run(c: ConnectorRow, runId: string, trigger: LastSync['trigger']): Promise<void> {
     const controller = new AbortController()
-    running.set(c.connector_id, controller)
     const startedAt = new Date().toISOString()
     const counters: Counters = { fetched: 0, stored: 0, unchanged: 0, skipped: 0, failed: 0 }
+    let heartbeat: NodeJS.Timeout | undefined
+    let ended = false
+    running.set(c.connector_id, controller)
+    try {
+      await runClaimed(c, runId, trigger, controller, counters, startedAt, (timer) => void (heartbeat = timer), () => void (ended = true))
+    } catch (err) {
+      if (ended) throw err
+      const error = truncateError(`Sync failed: ${(err as Error).message}`)
+      log.warn({ err, connector_id: c.connector_id }, 'sync failed before it could finish')
+      const lastSync: LastSync = { trigger, outcome: 'failed', started_at: startedAt, finished_at: new Date().toISOString(), ...counters, pruned: 0, truncated: false, fetch_ms: 0 }
+      await repo.finish(c.connector_id, runId, { error, lastSync, synced: false })
+    } finally {
+      clearInterval(heartbeat)
+      running.delete(c.connector_id)
+    }
+  }
+
+  async function runClaimed(
+    c: ConnectorRow, runId: string, trigger: LastSync['trigger'], controller: AbortController, counters: Counters, startedAt: string,
+    onHeartbeat: (timer: NodeJS.Timeout) => void, onEnded: () => void,
+  ): Promise<void> {
     const kept = new Set<string>()
     const queued: string[] = []
     let truncated = false
@@ -248,6 +273,7 @@ export function createEngine(deps: EngineDeps) {
       }, (err) => log.warn({ err, connector_id: c.connector_id }, 'sync heartbeat failed'))
     }, deps.heartbeatMs)
     heartbeat.unref()
+    onHeartbeat(heartbeat)
 
     const wait = async (ms: number) => {
       try {
@@ -337,8 +363,9 @@ export function createEngine(deps: EngineDeps) {
       else error ??= `Sync failed: ${(err as Error).message}`
     } finally {
       clearInterval(heartbeat)
-      running.delete(c.connector_id)
     }
+    // From here on the run ends itself (or leaves the row to the newer run or to recovery).
+    onEnded()
 
     if (stopped?.reason === 'superseded') {
       // The newer run owns the connector and the documents; this one leaves without a trace.
@@ -347,6 +374,7 @@ export function createEngine(deps: EngineDeps) {
     }
     if (stopped) outcome = stopped.reason === 'aborted' ? 'aborted' : 'interrupted'
     else if (error) outcome = 'failed'
+    telemetry.metrics.connectorSyncs.inc({ source_type: c.source_type, outcome })
     const lastSync: LastSync = { trigger, outcome, started_at: startedAt, finished_at: new Date().toISOString(), ...counters, pruned, truncated, fetch_ms: fetchMs }
     if (stopped?.reason === 'aborted') {
       // Whatever this run queued after the abort's own sweep (a page stored between checkpoint and abort).

@@ -137,6 +137,8 @@ export function createConnectorRepo(db: SqlRunner) {
            abort_requested = false, sync_owner = NULL, updated_at = now()
          WHERE connector_id = $1::uuid AND status <> 'paused'
            AND (sync_status = 'idle' OR sync_started_at IS NULL OR sync_started_at <= now() - ($3::float8 * interval '1 millisecond'))
+           -- Waits for a KB delete in progress (it holds the row FOR UPDATE); a deleted KB starts nothing.
+           AND EXISTS (SELECT 1 FROM knowledge_bases k WHERE k.kb_id = connectors.kb_id FOR SHARE)
          RETURNING ${COLUMNS}`,
         [id, runId, SYNC_WINDOW_MS],
       )

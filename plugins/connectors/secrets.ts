@@ -3,7 +3,8 @@
 // CONNECTOR_SECRET_KEY. Responses show every such value as MASK; a PATCH that sends MASK back keeps the
 // stored value. Decrypted values live only in the sync's memory: never in a response, a log line or an error.
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto'
-import { invalid } from '../../kernel/errors.ts'
+import { SettingsSchema } from '../../kernel/config/schema.ts'
+import { clip, invalid } from '../../kernel/errors.ts'
 
 export const MASK = '********'
 const ENC_PREFIX = 'enc:v1:'
@@ -17,6 +18,50 @@ const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/
 export function readEnv(name: string): string | undefined {
   const value = process.env[name]
   return value === undefined || value === '' ? undefined : value
+}
+
+/**
+ * Environment variables a connector may send to its source: names starting with CONNECTOR_. A config names the
+ * variable and chooses the host it is sent to, so any other name would let a KB editor send the service's own
+ * secrets (S3_SECRET_KEY, POSTGRES_PASSWORD, ...) to a server of theirs. The service's own names are refused
+ * even under the prefix (CONNECTOR_SECRET_KEY, and any the settings schema maps in the future).
+ */
+export const CREDENTIAL_ENV_PREFIX = 'CONNECTOR_'
+
+let serviceNames: Set<string> | null = null
+/** Every variable the service reads itself: the settings schema's env mapping and the conventions of notes.md. */
+function serviceEnvNames(): Set<string> {
+  if (serviceNames) return serviceNames
+  const names = new Set(['CONNECTOR_SECRET_KEY', 'PORT', 'DATA_DIR', 'SETTINGS_PATH'])
+  const walk = (schema: unknown) => {
+    if (!schema || typeof schema !== 'object') return
+    const s = schema as { env?: unknown; properties?: Record<string, unknown>; anyOf?: unknown[]; items?: unknown }
+    if (typeof s.env === 'string') names.add(s.env)
+    for (const child of Object.values(s.properties ?? {})) walk(child)
+    for (const child of s.anyOf ?? []) walk(child)
+    walk(s.items)
+  }
+  walk(SettingsSchema)
+  return (serviceNames = names)
+}
+
+/** Why a connector may not read this variable, or null when it may. */
+export function credentialEnvProblem(name: string): string | null {
+  if (!ENV_NAME.test(name)) return 'Input should be the NAME of an environment variable'
+  if (serviceEnvNames().has(name)) return `Environment variable ${clip(name, 100)} is read by the service itself and cannot be sent to a source`
+  if (!name.startsWith(CREDENTIAL_ENV_PREFIX) || name.length === CREDENTIAL_ENV_PREFIX.length) {
+    return `Connector credentials are read only from environment variables named ${CREDENTIAL_ENV_PREFIX}<something>: ${clip(name, 100)} is not one`
+  }
+  return null
+}
+
+/** A credential from the environment, for a source request; throws when the name is not allowed or unset. */
+export function readCredentialEnv(name: string, what: string): string {
+  const problem = credentialEnvProblem(name)
+  if (problem) throw new Error(`${what}: ${problem}`)
+  const value = readEnv(name)
+  if (value === undefined) throw new Error(`${what}: environment variable ${name} is not set`)
+  return value
 }
 
 /** Any string works as the key: it is stretched to 32 bytes, so operators need not produce raw key bytes. */
@@ -60,13 +105,18 @@ export const isSealed = (value: string) => value.startsWith(ENC_PREFIX)
  * The value to store for a secret the client sent: `env:NAME` as it is, a literal sealed, MASK replaced by
  * the stored value under the same name. `loc` names the field in the 422.
  */
-export function storeSecret(box: SecretBox, sent: string, stored: string | undefined, loc: (string | number)[]): string {
+export function storeSecret(box: SecretBox, sent: string, stored: string | undefined, loc: (string | number)[], targetChanged = false): string {
   if (sent === MASK) {
+    // The stored secret was given for the old target: kept, it would go to whatever host the config names now.
+    if (targetChanged) throw invalid(loc, `'${MASK}' cannot keep the stored secret: re-enter the secret when the source changes (a seed URL's origin is new)`, 'secret_reentry_required')
     if (stored === undefined) throw invalid(loc, `'${MASK}' keeps a stored secret, but none is stored under this name`, 'secret_missing')
     return stored
   }
   if (sent.startsWith(ENV_PREFIX)) {
-    if (!ENV_NAME.test(sent.slice(ENV_PREFIX.length))) throw invalid(loc, "'env:' must be followed by an environment variable name", 'value_error')
+    const name = sent.slice(ENV_PREFIX.length)
+    if (!ENV_NAME.test(name)) throw invalid(loc, "'env:' must be followed by an environment variable name", 'value_error')
+    const problem = credentialEnvProblem(name)
+    if (problem) throw invalid(loc, problem, 'env_name_not_allowed')
     return sent
   }
   if (!box.available) {
@@ -77,11 +127,8 @@ export function storeSecret(box: SecretBox, sent: string, stored: string | undef
 
 /** The value a request sends, for a stored secret; throws when it cannot be resolved (the sync fails with that). */
 export function resolveSecret(box: SecretBox, stored: string, what: string): string {
-  if (stored.startsWith(ENV_PREFIX)) {
-    const value = readEnv(stored.slice(ENV_PREFIX.length))
-    if (value === undefined) throw new Error(`${what}: environment variable ${stored.slice(ENV_PREFIX.length)} is not set`)
-    return value
-  }
+  // Checked again here: a config saved before the rule existed must not send a service secret either.
+  if (stored.startsWith(ENV_PREFIX)) return readCredentialEnv(stored.slice(ENV_PREFIX.length), what)
   if (isSealed(stored)) return box.open(stored)
   return stored
 }

@@ -4,7 +4,7 @@
 // state change is a compare-and-set in the metadata store, which is what makes abort work across processes.
 import { randomUUID } from 'node:crypto'
 import type { TSchema } from '@sinclair/typebox'
-import type { Adapters } from '../../adapters/ports.ts'
+import type { Adapters, SqlRunner } from '../../adapters/ports.ts'
 import type { Settings } from '../../kernel/config/schema.ts'
 import { AppError, clip, conflict, invalid, notFound, serviceUnavailable, ValidationError } from '../../kernel/errors.ts'
 import type { Logger } from '../../kernel/log.ts'
@@ -17,7 +17,7 @@ import { ABORTED, createEngine, type Source } from './engine.ts'
 import { createConnectorRepo, type ConnectorRow, type LastSync } from './repo.ts'
 import { checkCron, createScheduler } from './schedule.ts'
 import { CONFIG_SCHEMAS, type SourceType, type WebConfigT } from './schemas.ts'
-import { createSecretBox, MASK, storeSecret, type SecretBox } from './secrets.ts'
+import { createSecretBox, credentialEnvProblem, MASK, storeSecret, type SecretBox } from './secrets.ts'
 import { normaliseUrl } from './url.ts'
 
 export const SYNC_TOPIC = 'connector-sync'
@@ -89,16 +89,37 @@ function parseConfig(type: SourceType, raw: unknown): Record<string, any> {
   }
 }
 
-/** Secrets of a web config made storable: env:NAME kept, literals sealed, the mask swapped for what is stored. */
-function sealSecrets(box: SecretBox, config: Record<string, any>, stored: Record<string, any> | null): void {
+/** The origins a config sends its credentials to: the seeds' (web), base_url's (confluence), api_url's (github). */
+function targetOrigins(type: SourceType, config: Record<string, any>): Set<string> {
+  const urls: string[] = type === 'web' ? config.seed_urls : [type === 'confluence' ? config.base_url : config.api_url]
+  const origins = new Set<string>()
+  for (const u of urls) {
+    try {
+      origins.add(new URL(u).origin)
+    } catch { /* the schema admitted it; an unparsable URL has no origin to compare */ }
+  }
+  return origins
+}
+
+/**
+ * Secrets of a config made storable: env:NAME kept (when the name is allowed), literals sealed, the mask swapped
+ * for what is stored unless the config now sends credentials to an origin the stored ones were not given for.
+ */
+function sealSecrets(box: SecretBox, type: SourceType, config: Record<string, any>, previous: Record<string, any> | null): void {
+  if (typeof config.auth_token_secret === 'string') {
+    const problem = credentialEnvProblem(config.auth_token_secret)
+    if (problem) throw invalid(['body', 'config', 'auth_token_secret'], problem, 'env_name_not_allowed')
+  }
+  const before = previous ? targetOrigins(type, previous) : null
+  const targetChanged = before !== null && [...targetOrigins(type, config)].some((o) => !before.has(o))
   const headers = config.auth_headers as Record<string, string> | undefined
   if (headers) {
     for (const [name, value] of Object.entries(headers)) {
-      headers[name] = storeSecret(box, value, stored?.auth_headers?.[name], ['body', 'config', 'auth_headers', name])
+      headers[name] = storeSecret(box, value, previous?.auth_headers?.[name], ['body', 'config', 'auth_headers', name], targetChanged)
     }
   }
   if (config.auth_basic) {
-    config.auth_basic.password = storeSecret(box, config.auth_basic.password, stored?.auth_basic?.password, ['body', 'config', 'auth_basic', 'password'])
+    config.auth_basic.password = storeSecret(box, config.auth_basic.password, previous?.auth_basic?.password, ['body', 'config', 'auth_basic', 'password'], targetChanged)
   }
 }
 
@@ -315,7 +336,7 @@ export function createConnectorsService(opts: ConnectorsOptions) {
       const config = parseConfig(body.source_type, body.config)
       const cron = checkedCron(body.sync_schedule) ?? null
       if (!(await kbs.exists(body.kb_id))) throw kbNotFound(body.kb_id)
-      sealSecrets(secrets, config, null)
+      sealSecrets(secrets, body.source_type, config, null)
       const c = await repo.insert({
         kb_id: body.kb_id, name: body.name, source_type: body.source_type, config, source_key: sourceKey(body.source_type, config),
         sync_schedule: cron, schedule_enabled: body.schedule_enabled ?? false,
@@ -336,7 +357,7 @@ export function createConnectorsService(opts: ConnectorsOptions) {
       const fields: Parameters<typeof repo.update>[1] = { name: body.name, schedule_enabled: body.schedule_enabled }
       if (body.config !== undefined) {
         const config = parseConfig(current.source_type, body.config)
-        sealSecrets(secrets, config, current.config)
+        sealSecrets(secrets, current.source_type, config, current.config)
         fields.config = config
         fields.source_key = sourceKey(current.source_type, config)
       }
@@ -408,8 +429,8 @@ export function createConnectorsService(opts: ConnectorsOptions) {
      * The check DELETE /api/kb/{kb} needs: 409 while one of the KB's connectors syncs. Wired by the kb
      * service's delete guard once it has one (see the report).
      */
-    async kbDeleteGuard(kbId: string): Promise<void> {
-      const running = await repo.runningIn(kbId)
+    async kbDeleteGuard(kbId: string, db: SqlRunner): Promise<void> {
+      const running = await createConnectorRepo(db).runningIn(kbId)
       if (running.length > 0) {
         throw new AppError('KB_SYNC_RUNNING', 409, `Cannot delete KB while connector sync is running: kb_id=${clip(kbId)} connectors=[${running.map((r) => `'${r}'`).join(', ')}]`)
       }

@@ -4,10 +4,12 @@
 const TRACKING = /^(utm_.*|fbclid|gclid|ref)$/i
 
 /**
- * Lower-case host, no fragment, no trailing slash, tracking keys dropped, remaining query keys sorted; the
- * scheme is kept as given. Null for anything that is not an absolute http(s) URL.
+ * The URL to request for `raw`: no fragment, no credentials, tracking keys dropped, remaining query keys sorted,
+ * the scheme as given. Unlike the identity (normaliseUrl) it keeps the trailing slash: `/guide/` and `/guide`
+ * are one document, but a server may answer only one of them, and relative links resolve differently against
+ * each. Null for anything that is not an absolute http(s) URL.
  */
-export function normaliseUrl(raw: string, base?: string): string | null {
+export function requestUrl(raw: string, base?: string): string | null {
   let u: URL
   try {
     u = base === undefined ? new URL(raw) : new URL(raw, base)
@@ -24,14 +26,21 @@ export function normaliseUrl(raw: string, base?: string): string | null {
     kept.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     u.search = new URLSearchParams(kept).toString()
   }
-  let out = u.toString()
-  // WHATWG URL already lower-cases the host; what is left is the trailing slash (of the path, before a query).
-  const q = out.indexOf('?')
-  let path = q === -1 ? out : out.slice(0, q)
-  const query = q === -1 ? '' : out.slice(q)
+  const out = u.toString()
+  return out.endsWith('?') ? out.slice(0, -1) : out
+}
+
+/**
+ * The identity of a page (notes.md): requestUrl without the trailing slash; WHATWG URL already lower-cases the
+ * host. Null for anything that is not an absolute http(s) URL.
+ */
+export function normaliseUrl(raw: string, base?: string): string | null {
+  const url = requestUrl(raw, base)
+  if (url === null) return null
+  const q = url.indexOf('?')
+  let path = q === -1 ? url : url.slice(0, q)
   while (path.endsWith('/') && !path.endsWith('://')) path = path.slice(0, -1)
-  out = path + (query === '?' ? '' : query)
-  return out
+  return path + (q === -1 ? '' : url.slice(q))
 }
 
 /** scheme://host/path of a normalised URL, without query and trailing slash: what the scope compares. */

@@ -37,8 +37,13 @@ const COLUMNS = 'kb_id, kb_name, description, tags, status, created_at, updated_
 export const kbNotFound = (kbId: string) => notFound(`KB not found: ${clip(kbId)}`, 'KB_NOT_FOUND')
 const kbExists = (kbId: string) => conflict(`KB already exists: ${kbId}`, 'KB_EXISTS')
 
-/** Runs before a KB is deleted; throws (e.g. 409) to refuse. Other plugins register theirs (connectors). */
-export type KbDeleteGuard = (kbId: string) => void | Promise<void>
+/**
+ * Runs before a KB is deleted; throws (e.g. 409) to refuse. Other plugins register theirs (connectors). It runs
+ * inside the delete's transaction, which holds the KB row FOR UPDATE: read through `db` (the embedded store
+ * serialises transactions, so a query on another runner would wait for this one). Work that must not start
+ * while a KB is being deleted reads the KB row FOR SHARE, and so waits for the outcome.
+ */
+export type KbDeleteGuard = (kbId: string, db: SqlRunner) => void | Promise<void>
 
 export interface KbService {
   create(input: CreateKb, createdBy?: string | null): Promise<KnowledgeBase>
@@ -128,13 +133,15 @@ export function createKbService(adapters: Adapters, settings: Readonly<Settings>
     },
     addDeleteGuard: (guard) => void deleteGuards.push(guard),
     async delete(kbId) {
-      await requireKb(sql, kbId)
-      for (const guard of deleteGuards) await guard(kbId)
-      await adapters.vectors.dropCollection(kbId)
-      const removed = await adapters.objects.deletePrefix(`${kbId}/`)
-      const rows = await sql.query('DELETE FROM knowledge_bases WHERE kb_id = $1 RETURNING kb_id', [kbId])
-      if (rows.length === 0) throw kbNotFound(kbId)
-      return { s3_objects_deleted: removed }
+      // Guards and delete in one transaction on the locked row: nothing a guard refuses can start in between.
+      return sql.transaction(async (tx) => {
+        await requireKb(tx, kbId, true)
+        for (const guard of deleteGuards) await guard(kbId, tx)
+        await adapters.vectors.dropCollection(kbId)
+        const removed = await adapters.objects.deletePrefix(`${kbId}/`)
+        await tx.query('DELETE FROM knowledge_bases WHERE kb_id = $1', [kbId])
+        return { s3_objects_deleted: removed }
+      })
     },
     async ensurePreregistered(kbs) {
       const created: string[] = []

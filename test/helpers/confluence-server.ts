@@ -12,6 +12,8 @@ export interface WikiAttachment {
   body: string | Buffer
   version?: number
   mediaType?: string
+  /** `_links.download` as the server sends it (default: this server's download path). */
+  download?: string
 }
 
 export interface WikiPage {
@@ -83,7 +85,7 @@ export async function startConfluenceServer(opts: { spaceKey?: string; pages: Wi
       const all = (p.attachments ?? []).map((a, i) => ({
         id: `att${p.id}${i}`, type: 'attachment', status: 'current', title: a.title, version: { number: a.version ?? 1 },
         extensions: { mediaType: a.mediaType ?? 'application/octet-stream', fileSize: Buffer.from(a.body).length },
-        _links: { download: `/download/attachments/${p.id}/${encodeURIComponent(a.title)}?version=${a.version ?? 1}&api=v2` },
+        _links: { download: a.download ?? `/download/attachments/${p.id}/${encodeURIComponent(a.title)}?version=${a.version ?? 1}&api=v2` },
       }))
       return json(res, 200, page(all, (s) => `/rest/api/content/${p.id}/child/attachment?limit=${limit}&start=${s}`))
     }

@@ -1,7 +1,9 @@
 // A generated web site on loopback for the web connector's tests and benchmark: an index under /docs with
 // pagination (/docs/page/N), articles (ETag on even ones, Last-Modified on odd ones, both answering 304 to a
 // matching conditional request), robots.txt, a redirect, a slow page, a 500 page, a binary page, a short page,
-// a page outside the seed scope, and a basic-auth area (/members). Every request is logged.
+// a page outside the seed scope, and a basic-auth area (/members). A "directory" page /guide answers 301 to
+// /guide/, whose relative links (intro/) only resolve right against the slash. Articles can be sent to a login
+// page elsewhere (an expired credential), robots.txt can be moved. Every request is logged.
 import { createHash } from 'node:crypto'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -36,6 +38,10 @@ export interface WebSite {
   removeArticle(i: number): void
   /** While set, every article request waits for the returned release function (abort tests). */
   hold(): () => void
+  /** While set (not null), every article request answers 302 to this location: an SSO login, say. */
+  redirectArticles(location: string | null): void
+  /** While set (not null), /robots.txt answers 301 to this location; /robots-moved.txt serves the usual rules. */
+  moveRobots(location: string | null): void
   articleText(i: number): string
   close(): Promise<void>
 }
@@ -73,6 +79,8 @@ export async function startWebSite(opts: WebSiteOptions = {}): Promise<WebSite> 
   const removed = new Set<number>()
   const requests: SiteRequest[] = []
   let gate: Promise<void> | null = null
+  let articleRedirect: string | null = null
+  let robotsRedirect: string | null = null
 
   const text = (i: number) => texts.get(i) ?? defaultArticle(i)
   const etagOf = (i: number) => `"a${i}-${createHash('sha1').update(text(i)).digest('hex').slice(0, 12)}"`
@@ -108,7 +116,8 @@ export async function startWebSite(opts: WebSiteOptions = {}): Promise<WebSite> 
   function route(req: IncomingMessage, res: ServerResponse): void | Promise<void> {
     const u = new URL(req.url ?? '/', 'http://x')
     const p = u.pathname
-    if (p === '/robots.txt') return send(res, 200, 'User-agent: *\nDisallow: /docs/private/\n\nUser-agent: BadBot\nDisallow: /\n', { 'content-type': 'text/plain' })
+    if (p === '/robots.txt' && robotsRedirect !== null) return send(res, 301, '', { location: robotsRedirect })
+    if (p === '/robots.txt' || p === '/robots-moved.txt') return send(res, 200, 'User-agent: *\nDisallow: /docs/private/\n\nUser-agent: BadBot\nDisallow: /\n', { 'content-type': 'text/plain' })
     if (p === '/docs') {
       const extra = ['/docs/page/1', '/docs/redirect', '/docs/slow', '/docs/broken', '/docs/binary', '/docs/short', '/docs/private/secret', '/other/outside', 'mailto:someone@example.com', 'https://elsewhere.invalid/x']
       return send(res, 200, html('Index', `<h1>Docs</h1><p>Welcome to the documentation index of the generated site.</p><ul>${extra.map((h) => `<li><a href="${h}">${h}</a></li>`).join('')}</ul>`))
@@ -123,9 +132,13 @@ export async function startWebSite(opts: WebSiteOptions = {}): Promise<WebSite> 
     }
     const articleMatch = /^\/docs\/article\/(\d+)$/.exec(p)
     if (articleMatch) {
+      if (articleRedirect !== null) return send(res, 302, '', { location: articleRedirect })
       if (gate) return gate.then(() => article(req, res, Number(articleMatch[1])))
       return article(req, res, Number(articleMatch[1]))
     }
+    if (p === '/guide') return send(res, 301, '', { location: '/guide/' })
+    if (p === '/guide/') return send(res, 200, html('Guide', `<h1>Guide</h1><p>${defaultArticle(600_000)}</p><a href="intro/">Introduction</a>`))
+    if (p === '/guide/intro/') return send(res, 200, html('Intro', `<h1>Introduction</h1><p>${defaultArticle(600_001)}</p><a href="../">up</a>`))
     if (p === '/docs/redirect') return send(res, 301, '', { location: '/docs/moved' })
     if (p === '/docs/moved') return send(res, 200, html('Moved', `<h1>Moved here</h1><p>${defaultArticle(100_000)}</p>`))
     if (p === '/docs/slow') {
@@ -179,6 +192,8 @@ export async function startWebSite(opts: WebSiteOptions = {}): Promise<WebSite> 
         release()
       }
     },
+    redirectArticles: (location) => void (articleRedirect = location),
+    moveRobots: (location) => void (robotsRedirect = location),
     articleText: text,
     close: listening.close,
   }

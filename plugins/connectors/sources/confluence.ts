@@ -3,7 +3,7 @@
 // with an excluded label skipped with their attachments. content_version is the version number: an
 // unchanged page or attachment is not downloaded again, but attachments are always listed.
 import type { DocType } from '../../../compute/types.ts'
-import { CONTENT_TYPES, docTypeOf, extensionOf } from '../../docs/formats.ts'
+import { baseName, CONTENT_TYPES, docTypeOf, extensionOf } from '../../docs/formats.ts'
 import { SyncFailure, USER_AGENT, type Source, type SyncContext } from '../engine.ts'
 import type { ConfluenceConfigT } from '../schemas.ts'
 import { createApiClient, RateLimited, tokenFrom } from './http.ts'
@@ -59,6 +59,8 @@ export function createConfluenceSource(): Source {
     const apiBase = confluenceApiBase(cfg.base_url)
     const siteBase = apiBase.replace(/\/rest\/api$/, '')
     const absolute = (link: string, base: string | undefined) => new URL(link, `${(base ?? siteBase).replace(/\/+$/, '')}/`).toString()
+    // Download links come from the server: only the configured site's origin receives the credential.
+    const siteOrigin = new URL(cfg.base_url).origin
     const excluded = new Set(cfg.exclude_labels)
     const maxAttachment = cfg.max_attachment_mb * 1024 * 1024
     let pagesSeen = 0
@@ -93,6 +95,17 @@ export function createConfluenceSource(): Source {
           const downloadUrl = absolute(a._links.download, base)
           // The link carries ?version=N: without it the URL names the attachment across versions (same doc_id).
           const source = downloadUrl.replace(/\?.*$/, '')
+          // The title becomes part of an object key: a path in it ('../x.md') must not reach the store.
+          const fileName = baseName(a.title)
+          const refused = new URL(downloadUrl).origin !== siteOrigin ? `its download link leaves ${siteOrigin}`
+            : fileName === '' || fileName === '.' || fileName === '..' ? 'its title has no usable file name' : null
+          if (refused) {
+            // One attachment is counted as failed; the sync goes on, and a known document is not pruned for it.
+            ctx.counters.failed++
+            if (ctx.known(source)) ctx.keep(source)
+            ctx.log.warn({ connector_id: ctx.connector.connector_id, page_id: page.id, attachment_id: a.id, reason: refused }, 'Confluence attachment skipped')
+            continue
+          }
           const version = String(a.version?.number ?? 1)
           if (unchanged(source, version)) {
             ctx.keep(source)
@@ -114,7 +127,7 @@ export function createConfluenceSource(): Source {
             continue
           }
           tally(await ctx.store({
-            source, sourceUri: downloadUrl, title: a.title.replace(/\.[^.]+$/, ''), version, fileName: a.title, docType: docType as DocType,
+            source, sourceUri: downloadUrl, title: fileName.replace(/\.[^.]+$/, ''), version, fileName, docType: docType as DocType,
             contentType: CONTENT_TYPES[docType as DocType], body,
           }))
         }

@@ -1,14 +1,16 @@
 // What the API sources (GitHub, Confluence) share: JSON requests with the connector's credential, error
 // texts that name the request but never the credential, and waits on rate-limit answers.
 import { SyncFailure, type SourceResponse, type SyncContext } from '../engine.ts'
-import { readEnv } from '../secrets.ts'
+import { readCredentialEnv } from '../secrets.ts'
 
 /** The credential named by auth_token_secret (spec 4.9: the NAME of an environment variable), or null. */
 export function tokenFrom(name: string | null | undefined, what: string): string | null {
   if (!name) return null
-  const value = readEnv(name)
-  if (value === undefined) throw new SyncFailure(`${what}: environment variable ${name} (auth_token_secret) is not set`)
-  return value
+  try {
+    return readCredentialEnv(name, `${what} (auth_token_secret)`)
+  } catch (err) {
+    throw new SyncFailure((err as Error).message)
+  }
 }
 
 /** Rate limit outlasting the allowed wait: fails the whole sync, unlike a failure of one file. */

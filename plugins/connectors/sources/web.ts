@@ -12,7 +12,7 @@ import { collapseSpaces } from '../../../compute/parse/text-util.ts'
 import { crawlQueue, PARALLEL_REQUESTS, SyncFailure, SyncStopped, USER_AGENT, type Source, type SourceResponse, type SyncContext } from '../engine.ts'
 import { ALLOW_ALL, parseRobots, type Robots } from '../robots.ts'
 import { resolveSecret } from '../secrets.ts'
-import { inScope, isPagination, normaliseUrl, passesPatterns } from '../url.ts'
+import { inScope, isPagination, normaliseUrl, passesPatterns, requestUrl } from '../url.ts'
 import type { WebConfigT } from '../schemas.ts'
 
 const MAX_REDIRECTS = 5
@@ -23,14 +23,24 @@ interface PageState {
   etag: string | null
   last_modified: string | null
   content_hash: string | null
+  /** Request URLs (requestUrl) of the page's links, resolved against the URL that answered. */
   links: string[]
   stored: boolean
 }
 
+/** A page to crawl: its identity (normaliseUrl) and the URL to request, which may keep a trailing slash. */
+interface QueueItem {
+  url: string
+  raw: string
+  depth: number
+}
+
 type Fetched =
-  | { kind: 'page'; url: string; res: SourceResponse }
+  | { kind: 'page'; url: string; raw: string; res: SourceResponse }
   | { kind: 'not_modified'; url: string }
-  | { kind: 'skip'; url: string | null; why: string }
+  | { kind: 'skip'; why: string }
+  // The page could not be reached this time (a login redirect, a loop): not proof that it is gone.
+  | { kind: 'lost'; why: string }
 
 /** Stored title (notes.md): og:title, then h1, then <title>, then the URL. */
 function titleOf(document: ReturnType<typeof parseHTML>['document'], url: string): string {
@@ -44,12 +54,13 @@ function titleOf(document: ReturnType<typeof parseHTML>['document'], url: string
   return url
 }
 
-function linksOf(document: ReturnType<typeof parseHTML>['document'], pageUrl: string): string[] {
+/** `responseUrl` is the raw URL that answered: `intro/` on `/guide/` is `/guide/intro`, not `/intro`. */
+function linksOf(document: ReturnType<typeof parseHTML>['document'], responseUrl: string): string[] {
   const baseHref = document.querySelector('base[href]')?.getAttribute('href')
-  let base = pageUrl
+  let base = responseUrl
   if (baseHref) {
     try {
-      base = new URL(baseHref, pageUrl).toString()
+      base = new URL(baseHref, responseUrl).toString()
     } catch { /* a broken <base> is ignored, as browsers do */ }
   }
   const out = new Set<string>()
@@ -57,7 +68,7 @@ function linksOf(document: ReturnType<typeof parseHTML>['document'], pageUrl: st
   for (let i = 0; i < anchors.length; i++) {
     const href = anchors[i].getAttribute('href')
     if (!href) continue
-    const u = normaliseUrl(href.trim(), base)
+    const u = requestUrl(href.trim(), base)
     if (u) out.add(u)
   }
   return [...out]
@@ -69,7 +80,13 @@ export function createWebSource(sql: SqlRunner): Source {
   return async (ctx: SyncContext) => {
     const cfg = ctx.config as WebConfigT & { min_content_chars: number; html_extraction_policy: 'strict' | 'balanced' | 'lenient' }
     const connectorId = ctx.connector.connector_id
-    const seeds = cfg.seed_urls.map((s) => normaliseUrl(s)).filter((s): s is string => s !== null)
+    const seedItems = new Map<string, QueueItem>()
+    for (const s of cfg.seed_urls) {
+      const raw = requestUrl(s)
+      const url = raw && normaliseUrl(raw)
+      if (raw && url && !seedItems.has(url)) seedItems.set(url, { url, raw, depth: 0 })
+    }
+    const seeds = [...seedItems.keys()]
     if (seeds.length === 0) throw new SyncFailure('No valid seed URL')
     const headers = authHeaders(ctx, cfg)
     const maxBytes = ctx.settings.ingestion.max_file_size_mb * 1024 * 1024
@@ -80,9 +97,13 @@ export function createWebSource(sql: SqlRunner): Source {
       'SELECT url, etag, last_modified, content_hash, links, stored FROM connector_pages WHERE connector_id = $1::uuid', [connectorId])) {
       state.set(r.url, r)
     }
-    const saveState = (url: string, s: PageState) => {
+    const saveState = async (url: string, s: PageState) => {
+      const before = state.get(url)
       state.set(url, s)
-      return sql.query(
+      // An unchanged page answered in full (no validators) leaves its row as it is: no write per such page.
+      if (before && before.etag === s.etag && before.last_modified === s.last_modified && before.content_hash === s.content_hash
+        && before.stored === s.stored && before.links.length === s.links.length && before.links.every((l, i) => l === s.links[i])) return
+      await sql.query(
         `INSERT INTO connector_pages (connector_id, url, etag, last_modified, content_hash, links, stored, fetched_at)
          VALUES ($1::uuid, $2, $3, $4, $5, $6::jsonb, $7, now())
          ON CONFLICT (connector_id, url) DO UPDATE SET etag = EXCLUDED.etag, last_modified = EXCLUDED.last_modified,
@@ -104,10 +125,24 @@ export function createWebSource(sql: SqlRunner): Source {
       let r = robotsByOrigin.get(origin)
       if (!r) {
         r = (async () => {
-          const res = await ctx.fetch(`${origin}/robots.txt`, { headers: { ...headers, 'user-agent': USER_AGENT }, redirect: 'follow' }, { maxBytes: ROBOTS_MAX_BYTES })
-          if (res.status >= 500) throw new Error(`robots.txt answered HTTP ${res.status}`)
-          // RFC 9309: a file over the limit is read up to it; here an oversized one is treated as absent.
-          return res.ok && res.body ? parseRobots(new TextDecoder().decode(res.body), ROBOTS_TOKEN) : ALLOW_ALL
+          // Only ever asked for in-scope URLs, so the auth headers go to a seed's origin; redirects are followed
+          // by hand and only on that origin (fetch's own following would carry custom headers to any host).
+          let target = `${origin}/robots.txt`
+          for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
+            const res = await ctx.fetch(target, { headers: { ...headers, 'user-agent': USER_AGENT }, redirect: 'manual' }, { maxBytes: ROBOTS_MAX_BYTES })
+            const location = res.status >= 300 && res.status < 400 ? res.headers.get('location') : null
+            if (location !== null) {
+              const next = requestUrl(location, target)
+              // RFC 9309 2.3.1.2: a file that cannot be reached through redirects counts as unavailable (allow all).
+              if (!next || new URL(next).origin !== origin) return ALLOW_ALL
+              target = next
+              continue
+            }
+            if (res.status >= 500) throw new Error(`robots.txt answered HTTP ${res.status}`)
+            // RFC 9309: a file over the limit is read up to it; here an oversized one is treated as absent.
+            return res.ok && res.body ? parseRobots(new TextDecoder().decode(res.body), ROBOTS_TOKEN) : ALLOW_ALL
+          }
+          return ALLOW_ALL
         })()
         robotsByOrigin.set(origin, r)
         r.catch(() => robotsByOrigin.delete(origin))
@@ -131,28 +166,39 @@ export function createWebSource(sql: SqlRunner): Source {
 
     const wanted = (url: string) => inScope(url, seeds) && passesPatterns(url, cfg.include_patterns, cfg.exclude_patterns)
 
-    /** One page, following redirects inside the scope by hand (custom auth headers never leave it). */
-    const fetchPage = async (start: string, seen: Set<string>): Promise<Fetched> => {
-      let url = start
+    /**
+     * One page, following redirects inside the scope by hand (custom auth headers never leave it). The identity
+     * changes only when a redirect leads to another normalised URL: `/guide` -> `/guide/` is the same page.
+     */
+    const fetchPage = async (item: QueueItem): Promise<Fetched> => {
+      let { url, raw } = item
+      const hops = new Set([raw])
       for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
-        if (!(await robotsFor(url)).allowed(url)) return { kind: 'skip', url, why: 'robots.txt' }
-        const res = await ctx.fetch(url, { headers: { ...headers, ...conditional(url), 'user-agent': USER_AGENT, accept: 'text/html,application/xhtml+xml;q=0.9,*/*;q=0.5' }, redirect: 'manual' },
+        if (!(await robotsFor(raw)).allowed(raw)) return { kind: 'skip', why: 'robots.txt' }
+        const res = await ctx.fetch(raw, { headers: { ...headers, ...conditional(url), 'user-agent': USER_AGENT, accept: 'text/html,application/xhtml+xml;q=0.9,*/*;q=0.5' }, redirect: 'manual' },
           { maxBytes, wantBody: (status, h) => status >= 200 && status < 300 && isHtml(h.get('content-type')) })
         if (res.status === 304) return { kind: 'not_modified', url }
-        if (res.status >= 300 && res.status < 400 && res.headers.get('location')) {
-          const next = normaliseUrl(res.headers.get('location')!, url)
-          if (!next || !wanted(next)) return { kind: 'skip', url: null, why: 'redirect out of scope' }
-          if (seen.has(next)) return { kind: 'skip', url: null, why: 'redirect to a page already crawled' }
-          seen.add(next)
-          url = next
+        const location = res.status >= 300 && res.status < 400 ? res.headers.get('location') : null
+        if (location !== null) {
+          const nextRaw = requestUrl(location, raw)
+          const next = nextRaw && normaliseUrl(nextRaw)
+          if (!nextRaw || !next || !wanted(next)) return { kind: 'lost', why: 'redirect out of scope' }
+          if (hops.has(nextRaw)) return { kind: 'lost', why: 'redirect loop' }
+          hops.add(nextRaw)
+          if (next !== url) {
+            if (seen.has(next)) return { kind: 'skip', why: 'redirect to a page already crawled' }
+            seen.add(next)
+            url = next
+          }
+          raw = nextRaw
           continue
         }
-        return { kind: 'page', url, res }
+        return { kind: 'page', url, raw, res }
       }
-      return { kind: 'skip', url: null, why: 'too many redirects' }
+      return { kind: 'lost', why: 'too many redirects' }
     }
 
-    const queue: { url: string; depth: number }[] = seeds.map((url) => ({ url, depth: 0 }))
+    const queue: QueueItem[] = [...seedItems.values()]
     const seen = new Set(seeds)
     const seedSet = new Set(seeds)
     let processed = 0
@@ -161,35 +207,52 @@ export function createWebSource(sql: SqlRunner): Source {
 
     const enqueueLinks = (links: readonly string[], depth: number) => {
       if (depth > cfg.depth) return
-      for (const link of links) {
-        if (seen.has(link) || !wanted(link)) continue
+      for (const raw of links) {
+        const url = normaliseUrl(raw)
+        if (!url || seen.has(url) || !wanted(url)) continue
         if (queue.length >= queueCap) {
           ctx.truncate()
           return
         }
-        seen.add(link)
-        queue.push({ url: link, depth })
+        seen.add(url)
+        queue.push({ url, raw, depth })
       }
     }
 
+    /** When every seed fails, the run fails instead of counting as complete (and pruning). */
+    const noteSeedFailure = (url: string, why: string) => {
+      if (!seedSet.has(url)) return
+      seedFailures++
+      lastSeedError = `${url}: ${why}`
+    }
+
+    /** A page that could not be reached: counted as failed, its document kept. */
+    const failPage = (url: string, why: string, answeredAs = url) => {
+      ctx.counters.failed++
+      keepKnown(ctx, answeredAs, state)
+      noteSeedFailure(url, why)
+    }
+
     /** One page: fetched (or 304), stored when it qualifies, its links queued. */
-    const processPage = async (url: string, depth: number): Promise<void> => {
+    const processPage = async (item: QueueItem): Promise<void> => {
+      const { url, depth } = item
       let got: Fetched
       try {
-        got = await fetchPage(url, seen)
+        got = await fetchPage(item)
       } catch (err) {
         if (err instanceof SyncStopped) throw err
-        ctx.counters.failed++
-        keepKnown(ctx, url, state)
-        if (seedSet.has(url)) {
-          seedFailures++
-          lastSeedError = `${url}: ${(err as Error).message}`
-        }
+        failPage(url, (err as Error).message)
         ctx.log.debug({ url, err }, 'page request failed')
         return
       }
       if (got.kind === 'skip') {
         ctx.counters.skipped++
+        return
+      }
+      if (got.kind === 'lost') {
+        // An expired credential sends every page to a login page: pruning them all would empty the KB.
+        failPage(url, got.why)
+        ctx.log.debug({ url, why: got.why }, 'page not reached')
         return
       }
       ctx.counters.fetched++
@@ -203,13 +266,11 @@ export function createWebSource(sql: SqlRunner): Source {
       }
       const res = got.res
       if (!res.ok) {
-        ctx.counters.failed++
         // 404 and 410 say the page is gone (pruned after a complete run); anything else may pass.
-        if (res.status !== 404 && res.status !== 410) keepKnown(ctx, pageUrl, state)
-        if (seedSet.has(url)) {
-          seedFailures++
-          lastSeedError = `${url}: HTTP ${res.status}`
-        }
+        if (res.status === 404 || res.status === 410) {
+          ctx.counters.failed++
+          noteSeedFailure(url, `HTTP ${res.status}`)
+        } else failPage(url, `HTTP ${res.status}`, pageUrl)
         return
       }
       const bytes = res.body
@@ -221,7 +282,7 @@ export function createWebSource(sql: SqlRunner): Source {
       const charset = /charset\s*=\s*"?([\w:.-]+)/i.exec(res.headers.get('content-type') ?? '')?.[1] ?? sniffHtmlCharset(bytes)
       const html = decodeText(bytes, { declaredCharset: charset }).text
       const { document } = parseHTML(html)
-      const links = linksOf(document, pageUrl)
+      const links = linksOf(document, got.raw)
       const { text } = extractHtmlText(html, cfg.html_extraction_policy)
       const body = text.trim()
       const hash = `sha256:${createHash('sha256').update(body).digest('hex')}`
@@ -247,9 +308,9 @@ export function createWebSource(sql: SqlRunner): Source {
       if (processed < cfg.max_pages) return true
       ctx.truncate()
       return false
-    }, async ({ url, depth }) => {
+    }, async (item) => {
       processed++
-      await processPage(url, depth)
+      await processPage(item)
     })
     if (seedFailures === seeds.length) throw new SyncFailure(`No seed URL could be fetched (${lastSeedError})`)
   }

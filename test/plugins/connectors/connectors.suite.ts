@@ -219,15 +219,15 @@ export function connectorsSuite(label: string, opts: StartOptions): void {
     assert.match(detail[0].msg, /CONNECTOR_SECRET_KEY/)
     assert.ok(!JSON.stringify(detail).includes('open-sesame'), 'the secret is not echoed')
 
-    process.env.QUARRY_TEST_MEMBER_PASSWORD = 'open-sesame'
-    process.env.QUARRY_TEST_HEADER = 'token-123'
+    process.env.CONNECTOR_TEST_MEMBER_PASSWORD = 'open-sesame'
+    process.env.CONNECTOR_TEST_HEADER = 'token-123'
     const c = await createConnector(svc, {
       kb_id: kb, name: 'members', source_type: 'web',
-      config: { seed_urls: [`${site.url}/members`], auth_basic: { username: 'reader', password: 'env:QUARRY_TEST_MEMBER_PASSWORD' }, request_delay_ms: 0, skip_seed_pages: true },
+      config: { seed_urls: [`${site.url}/members`], auth_basic: { username: 'reader', password: 'env:CONNECTOR_TEST_MEMBER_PASSWORD' }, request_delay_ms: 0, skip_seed_pages: true },
     })
     assert.deepEqual(c.config.auth_basic, { username: 'reader', password: '********' })
     const listed = await (await svc.request(`/api/connectors?kb_id=${kb}`)).json() as Json
-    assert.ok(!JSON.stringify(listed).includes('QUARRY_TEST_MEMBER_PASSWORD'))
+    assert.ok(!JSON.stringify(listed).includes('CONNECTOR_TEST_MEMBER_PASSWORD'))
     // Basic auth reaches the members area; the seed is used for links only.
     const st = await syncAndWait(svc, c.connector_id)
     assert.equal(st.last_error, null)
@@ -236,13 +236,13 @@ export function connectorsSuite(label: string, opts: StartOptions): void {
     assert.ok(site.requests.some((r) => r.path === '/members/guide' && r.status === 200))
 
     // The mask sent back keeps the stored value; a new value replaces it.
-    res = await svc.request(`/api/connectors/${c.connector_id}`, { method: 'PATCH', json: { config: { ...c.config, auth_headers: { 'X-Token': 'env:QUARRY_TEST_HEADER' } } } })
+    res = await svc.request(`/api/connectors/${c.connector_id}`, { method: 'PATCH', json: { config: { ...c.config, auth_headers: { 'X-Token': 'env:CONNECTOR_TEST_HEADER' } } } })
     assert.equal(res.status, 200)
     const p = await res.json() as Json
     assert.deepEqual(p.config.auth_headers, { 'X-Token': '********' })
     assert.deepEqual(p.config.auth_basic, { username: 'reader', password: '********' })
     const [row] = await svc.app.adapters.sql.query<{ config: Json }>('SELECT config FROM connectors WHERE connector_id = $1::uuid', [c.connector_id])
-    assert.equal(row.config.auth_basic.password, 'env:QUARRY_TEST_MEMBER_PASSWORD')
+    assert.equal(row.config.auth_basic.password, 'env:CONNECTOR_TEST_MEMBER_PASSWORD')
     res = await svc.request(`/api/connectors/${c.connector_id}`, { method: 'PATCH', json: { config: { ...c.config, auth_headers: { 'X-Other': '********' } } } })
     assert.equal(res.status, 422, 'a mask under a name with nothing stored cannot keep anything')
   })
@@ -389,7 +389,7 @@ export function connectorsSuite(label: string, opts: StartOptions): void {
       res = await svc.request(`/api/connectors/${id}`, { method: 'DELETE' })
       assert.equal(res.status, 409)
       assert.deepEqual(await res.json(), { detail: `Cannot delete connector while sync is running: ${id}` })
-      await assert.rejects(svc.app.use<ConnectorsService>('connectors').kbDeleteGuard(kb), (err: Error) => {
+      await assert.rejects(svc.app.use<ConnectorsService>('connectors').kbDeleteGuard(kb, svc.app.adapters.sql), (err: Error) => {
         assert.equal(err.message, `Cannot delete KB while connector sync is running: kb_id=${kb} connectors=['${id}']`)
         return true
       })
@@ -406,7 +406,7 @@ export function connectorsSuite(label: string, opts: StartOptions): void {
     await waitFor(async () => (await syncStatus(svc, id)).doc_counts.indexed === 1, 'the page indexed').catch(async (err) => {
       throw new Error(`${err.message}: ${JSON.stringify(await syncStatus(svc, id))} ${JSON.stringify((await connectorDocs(svc, id)).map((d) => [d.status, d.last_error]))}`)
     })
-    await svc.app.use<ConnectorsService>('connectors').kbDeleteGuard(kb)
+    await svc.app.use<ConnectorsService>('connectors').kbDeleteGuard(kb, svc.app.adapters.sql)
 
     // A failing sync sets status error with last_error; a later successful one restores active.
     const down = await startWebSite({ articles: 1 })
@@ -462,6 +462,9 @@ export function connectorsSuite(label: string, opts: StartOptions): void {
       release()
     }
     await waitIdle(svc, c.connector_id)
+    // Once idle, the delete (guard and row in one transaction) goes through and takes the connector with it.
+    assert.equal((await svc.request(`/api/kb/${kb}`, { method: 'DELETE' })).status, 200)
+    assert.equal((await svc.request(`/api/connectors/${c.connector_id}`)).status, 404)
   })
 
   it(`${label}: abort mid-sync: idle at once, pending and running documents failed 'Aborted', no new requests; error stays error`, async () => {

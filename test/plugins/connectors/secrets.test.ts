@@ -16,12 +16,12 @@ it('seals and opens literals; a wrong key fails with a reason, never the value; 
   assert.equal(resolveSecret(box, sealed, 'x'), 'p@ss w0rd')
   assert.throws(() => createSecretBox('another key').open(sealed), /CONNECTOR_SECRET_KEY changed/)
   assert.throws(() => createSecretBox(undefined).open(sealed), /CONNECTOR_SECRET_KEY is not set/)
-  assert.equal(storeSecret(box, 'env:MY_VAR', undefined, ['f']), 'env:MY_VAR')
+  assert.equal(storeSecret(box, 'env:CONNECTOR_MY_VAR', undefined, ['f']), 'env:CONNECTOR_MY_VAR')
   assert.equal(storeSecret(box, MASK, sealed, ['f']), sealed)
   assert.throws(() => storeSecret(box, MASK, undefined, ['f']), (err: any) => err.status === 422)
   assert.throws(() => storeSecret(box, 'env:not valid', undefined, ['f']), (err: any) => err.status === 422)
   assert.throws(() => storeSecret(createSecretBox(undefined), 'literal', undefined, ['f']), (err: any) => err.status === 422 && !JSON.stringify(err.issues).includes('literal"'))
-  assert.throws(() => resolveSecret(box, 'env:QUARRY_TEST_SURELY_UNSET', 'auth_basic.password'), /QUARRY_TEST_SURELY_UNSET is not set/)
+  assert.throws(() => resolveSecret(box, 'env:CONNECTOR_TEST_SURELY_UNSET', 'auth_basic.password'), /CONNECTOR_TEST_SURELY_UNSET is not set/)
 })
 
 it('with CONNECTOR_SECRET_KEY a literal password is accepted, stored encrypted, masked, and used by the sync', async (t) => {

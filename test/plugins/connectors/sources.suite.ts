@@ -38,15 +38,15 @@ export function sourcesSuite(label: string, opts: StartOptions): void {
   })
 
   it(`${label}: github: tree, extensions, size cap, code splitter, headers and token; unchanged blobs not fetched; changes and removals`, async (t) => {
-    process.env.QUARRY_TEST_GH_TOKEN = 'ghp_test_token'
+    process.env.CONNECTOR_TEST_GH_TOKEN = 'ghp_test_token'
     const gh = await startGithubServer({ files: REPO_FILES(), token: 'ghp_test_token' })
     t.after(() => gh.close())
     const kb = await newKb(svc)
     const c = await createConnector(svc, {
       kb_id: kb, name: 'repo', source_type: 'github',
-      config: { owner: 'acme', repo: 'handbook', api_url: gh.url, auth_token_secret: 'QUARRY_TEST_GH_TOKEN', max_file_size_mb: 1, request_delay_ms: 0 },
+      config: { owner: 'acme', repo: 'handbook', api_url: gh.url, auth_token_secret: 'CONNECTOR_TEST_GH_TOKEN', max_file_size_mb: 1, request_delay_ms: 0 },
     })
-    assert.equal(c.config.auth_token_secret, 'QUARRY_TEST_GH_TOKEN', 'the NAME of the variable, never its value')
+    assert.equal(c.config.auth_token_secret, 'CONNECTOR_TEST_GH_TOKEN', 'the NAME of the variable, never its value')
     const st = await syncAndWait(svc, c.connector_id)
     assert.equal(st.last_error, null)
     assert.equal(st.status, 'active')
@@ -124,14 +124,14 @@ export function sourcesSuite(label: string, opts: StartOptions): void {
     assert.equal(res.status, 200)
     st = await syncAndWait(svc, c.connector_id)
     assert.equal(st.last_error, 'GitHub repository or branch not found: acme/handbook@nope')
-    res = await svc.request(`/api/connectors/${c.connector_id}`, { method: 'PATCH', json: { config: { owner: 'acme', repo: 'handbook', api_url: gh.url, auth_token_secret: 'QUARRY_TEST_UNSET_VARIABLE' } } })
+    res = await svc.request(`/api/connectors/${c.connector_id}`, { method: 'PATCH', json: { config: { owner: 'acme', repo: 'handbook', api_url: gh.url, auth_token_secret: 'CONNECTOR_TEST_UNSET_VARIABLE' } } })
     st = await syncAndWait(svc, c.connector_id)
-    assert.equal(st.last_error, 'GitHub: environment variable QUARRY_TEST_UNSET_VARIABLE (auth_token_secret) is not set')
+    assert.equal(st.last_error, 'GitHub (auth_token_secret): environment variable CONNECTOR_TEST_UNSET_VARIABLE is not set')
 
     const locked = await startGithubServer({ files: { 'a.md': 'text' }, token: 'right' })
     t.after(() => locked.close())
-    process.env.QUARRY_TEST_GH_WRONG = 'wrong-token-value'
-    const w = await createConnector(svc, { kb_id: await newKb(svc), name: 'w', source_type: 'github', config: { owner: 'acme', repo: 'handbook', api_url: locked.url, auth_token_secret: 'QUARRY_TEST_GH_WRONG' } })
+    process.env.CONNECTOR_TEST_GH_WRONG = 'wrong-token-value'
+    const w = await createConnector(svc, { kb_id: await newKb(svc), name: 'w', source_type: 'github', config: { owner: 'acme', repo: 'handbook', api_url: locked.url, auth_token_secret: 'CONNECTOR_TEST_GH_WRONG' } })
     st = await syncAndWait(svc, w.connector_id)
     assert.match(st.last_error, /HTTP 401/)
     assert.ok(!st.last_error.includes('wrong-token-value'), 'the credential never appears in an error')
@@ -149,7 +149,7 @@ export function sourcesSuite(label: string, opts: StartOptions): void {
     ]
     pages[1].labels = ['archived']
     pages[1].attachments = [{ title: 'old.md', body: '# Old\n\nThis attachment belongs to an archived page and must be skipped.' }]
-    process.env.QUARRY_TEST_WIKI = 'me@example.com:api-token'
+    process.env.CONNECTOR_TEST_WIKI = 'me@example.com:api-token'
     const wiki = await startConfluenceServer({ pages, authorization: `Basic ${Buffer.from('me@example.com:api-token').toString('base64')}` })
     t.after(() => wiki.close())
     assert.equal(confluenceApiBase('https://acme.atlassian.net'), 'https://acme.atlassian.net/wiki/rest/api')
@@ -158,7 +158,7 @@ export function sourcesSuite(label: string, opts: StartOptions): void {
     const kb = await newKb(svc)
     const c = await createConnector(svc, {
       kb_id: kb, name: 'wiki', source_type: 'confluence',
-      config: { base_url: wiki.url, space_key: 'ENG', auth_token_secret: 'QUARRY_TEST_WIKI', exclude_labels: ['archived'], max_attachment_mb: 1, max_pages: 100, request_delay_ms: 0 },
+      config: { base_url: wiki.url, space_key: 'ENG', auth_token_secret: 'CONNECTOR_TEST_WIKI', exclude_labels: ['archived'], max_attachment_mb: 1, max_pages: 100, request_delay_ms: 0 },
     })
     const st = await syncAndWait(svc, c.connector_id)
     assert.equal(st.last_error, null)
@@ -191,10 +191,10 @@ export function sourcesSuite(label: string, opts: StartOptions): void {
     assert.equal(downloads(), d0 + 1)
 
     // Cloud path: a base URL with .atlassian.net uses /wiki/rest/api; bearer for a token without ':'.
-    process.env.QUARRY_TEST_WIKI_BEARER = 'personal-token'
+    process.env.CONNECTOR_TEST_WIKI_BEARER = 'personal-token'
     const bearer = await startConfluenceServer({ pages: pages.slice(2, 4), authorization: 'Bearer personal-token' })
     t.after(() => bearer.close())
-    const cloud = await createConnector(svc, { kb_id: await newKb(svc), name: 'cloud', source_type: 'confluence', config: { base_url: `${bearer.url}/acme.atlassian.net`, space_key: 'ENG', auth_token_secret: 'QUARRY_TEST_WIKI_BEARER', request_delay_ms: 0, max_pages: 1 } })
+    const cloud = await createConnector(svc, { kb_id: await newKb(svc), name: 'cloud', source_type: 'confluence', config: { base_url: `${bearer.url}/acme.atlassian.net`, space_key: 'ENG', auth_token_secret: 'CONNECTOR_TEST_WIKI_BEARER', request_delay_ms: 0, max_pages: 1 } })
     const st3 = await syncAndWait(svc, cloud.connector_id)
     assert.equal(st3.last_error, null)
     assert.ok(bearer.requests.every((r) => r.path.startsWith('/acme.atlassian.net/wiki/rest/api/')))
