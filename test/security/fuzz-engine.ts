@@ -291,9 +291,11 @@ function wrong(r: Rand): unknown {
 export class Nested {
   constructor(readonly depth: number, readonly shape: 'array' | 'object' | 'mixed') {}
   toJson(): string {
+    // A mutation may have replaced the depth itself (1e308, NaN): bounded, or writing it out fills the heap.
+    const depth = Number.isFinite(this.depth) ? Math.max(0, Math.min(Math.trunc(this.depth), 100_000)) : 100_000
     let open = ''
     let close = ''
-    for (let i = 0; i < this.depth; i++) {
+    for (let i = 0; i < depth; i++) {
       const array = this.shape === 'array' || (this.shape === 'mixed' && i % 2 === 0)
       open += array ? '[' : '{"a":'
       close += array ? ']' : '}'
