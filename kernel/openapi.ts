@@ -31,7 +31,8 @@ function parameters(schema: TSchema | undefined, where: 'path' | 'query', path =
   }))
 }
 
-export function buildOpenApi(routes: readonly RouteInfo[], info: { title: string; version: string; description: string }): Record<string, unknown> {
+/** `authRequired`: the access-controlled edition is on, so a protected operation needs the token (not optional). */
+export function buildOpenApi(routes: readonly RouteInfo[], info: { title: string; version: string; description: string }, opts: { authRequired?: boolean } = {}): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {}
   for (const r of routes) {
     if (r.hidden) continue
@@ -61,7 +62,7 @@ export function buildOpenApi(routes: readonly RouteInfo[], info: { title: string
     } else if (r.bodyKind === 'multipart') {
       op.requestBody = { required: true, content: { 'multipart/form-data': { schema: r.body ? request(r.body) : { type: 'object' } } } }
     }
-    if (r.access.level !== 'public') op.security = [{ bearer: [] }, {}]
+    if (r.access.level !== 'public') op.security = opts.authRequired ? [{ bearer: [] }] : [{ bearer: [] }, {}]
     ;(paths[r.path] ??= {})[r.method.toLowerCase()] = op
   }
   return {

@@ -50,7 +50,7 @@ export default definePlugin({
         openapi ??= JSON.stringify(buildOpenApi(ctx.routes(), {
           title: 'Quarry', version,
           description: 'Knowledge-base retrieval service: knowledge bases, documents, connectors, hybrid search, MCP.',
-        }))
+        }, { authRequired: ctx.settings.oidc.issuer_url !== '' }))
         return rawReply(200, openapi, 'application/json')
       },
     })
