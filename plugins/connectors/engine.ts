@@ -206,7 +206,9 @@ export function createEngine(deps: EngineDeps) {
     let n = 0
     for (const d of rows) {
       if (d.status === 'pending') await adapters.queue.removeByKey(INGEST_TOPIC, d.doc_id).catch(() => 0)
-      if (await docRepo.transition(d.doc_id, [d.status], 'failed', { last_error: reason })) n++
+      // From any in-flight state, not only the one read: a worker may have claimed the document (pending ->
+      // running) since, and a running document is failed too (its pipeline only finishes a running one).
+      if (await docRepo.transition(d.doc_id, states, 'failed', { last_error: reason })) n++
     }
     return n
   }
