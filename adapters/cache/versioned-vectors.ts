@@ -1,7 +1,7 @@
 // The vector store as every plugin sees it: each write bumps the KB's index version in the search cache once it
 // has landed (or failed part way), so no write path can forget to invalidate cached search answers. Search
-// itself reads only vectors (never a document's status), so these writes are everything that changes an answer
-// of a KB, apart from per-KB settings, which the search key carries itself.
+// itself reads vectors (never a document's status), and the parent texts of auto-merge, whose writer bumps the
+// version itself (plugins/docs/pipeline.ts); per-KB settings are in the search key.
 import type { SearchCache, VectorStore } from '../ports.ts'
 
 export function withIndexVersions(store: VectorStore, cache: Pick<SearchCache, 'bump'>): VectorStore {
@@ -16,7 +16,9 @@ export function withIndexVersions(store: VectorStore, cache: Pick<SearchCache, '
       await cache.bump(kbId).catch(() => {})
       throw err
     }
-    await cache.bump(kbId)
+    // The write landed: a failed bump (the cache store blinking) must not turn it into a failed write, which
+    // callers would undo. An answer cached meanwhile lives at most search_cache.ttl_sec.
+    await cache.bump(kbId).catch(() => {})
     return result
   }
   // The driver's own extras (the embedded store's whenIndexed, used by benchmarks) stay reachable through the prototype.

@@ -48,6 +48,7 @@ function describe(err: unknown): string {
     if (err.claim === 'iss') return 'Token issuer is not accepted'
     if (err.claim === 'aud') return 'Token audience is not accepted'
     if (err.claim === 'sub') return 'Token has no subject'
+    if (err.claim === 'exp') return 'Token has no expiry'
     return `Token claim '${err.claim}' is invalid`
   }
   if (err instanceof errors.JOSEAlgNotAllowed) return 'Token signing algorithm is not accepted'
@@ -156,7 +157,7 @@ export function createAuthenticator(opts: AuthnOptions): Authenticator {
     issuer: [bare, `${bare}/`],
     ...(opts.audience ? { audience: opts.audience } : {}),
     clockTolerance: CLOCK_TOLERANCE_SEC,
-    requiredClaims: ['sub'],
+    requiredClaims: ['sub', 'exp'],
   }
 
   const verify = async (token: string): Promise<JWTPayload> => {

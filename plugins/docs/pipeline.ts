@@ -83,6 +83,8 @@ export function createProcessor(deps: {
     const kbId = doc.kb_id
     const docId = doc.doc_id
     let wroteVectors = false
+    /** The document is indexed: what fails after (superseding the older one) must not undo it. */
+    let indexed = false
     try {
       // validate
       const { bytes, cfg, docType } = await timed('validate', async () => {
@@ -212,6 +214,8 @@ export function createProcessor(deps: {
             Array.from({ length: 11 }, (_, col) => rows.map((r) => r[col])),
           )
         }
+        // auto-merge reads these rows: an answer cached since the vectors landed may lack them or hold the old ones
+        if (reindex || seg.parents.length > 0) await adapters.searchCache.bump(kbId).catch(() => {})
         const fields = { chunk_count: seg.chunks.length, embedding_model: embedder.model, title, doc_type: parsed.doc_type }
         let moved: boolean
         if (signatures) {
@@ -223,6 +227,7 @@ export function createProcessor(deps: {
           moved = (await repo.transition(docId, ['running'], 'indexed', { ...fields, last_error: null, duplicate_of: null })) !== null
         }
         if (!moved) throw new Superseded()
+        indexed = true
         if (verdict.verdict === 'similar' || verdict.verdict === 'title_changed') {
           const old = await repo.transition(verdict.match, ['indexed'], 'outdated', { duplicate_of: docId })
           if (old) {
@@ -237,6 +242,11 @@ export function createProcessor(deps: {
       metrics.indexed++
     } catch (err) {
       if (signal.aborted) throw err // shutting down: the row stays running and recovery re-queues it
+      if (indexed) {
+        metrics.indexed++
+        log.warn({ err, doc_id: docId }, 'document indexed, but superseding the older document failed')
+        return
+      }
       if (wroteVectors || err instanceof Superseded) await cleanup(kbId, docId).catch(() => {})
       if (err instanceof Superseded) {
         log.info({ doc_id: docId }, 'document changed state while processing; result discarded')

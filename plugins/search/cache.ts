@@ -69,7 +69,8 @@ export function createCachedSearch(service: SearchService, cache: SearchCache, f
       const plan = await service.plan(input)
       const key = cacheKey(fingerprint, plan)
       let versions: string[] | null = null
-      try {
+      // No KB left (tags matched none): nothing to look up, and Redis refuses a lookup of no keys.
+      if (plan.kbIds.length > 0) try {
         const found = await cache.lookup(key, plan.kbIds)
         failing = false
         if (found.value !== null) {

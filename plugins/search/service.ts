@@ -257,8 +257,9 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
           search_mode: opts.mode,
           score_threshold: opts.mode === 'similarity' ? opts.min_score : 0.0,
           reranked,
-          // Whenever reranking was asked for, a fallback included: the provider that was (or failed to be) used.
-          rerank_provider: opts.rerank ? r.rerank.provider : 'none',
+          // The provider that reranked, or failed to and fell back (notes.md); "none" when nothing was reranked,
+          // an empty result included.
+          rerank_provider: reranked || fallback ? r.rerank.provider : 'none',
           rerank_fallback: fallback,
           cache_status: 'miss',
           latency_ms: Math.round(performance.now() - started),

@@ -227,6 +227,11 @@ export function searchSuite(label: string, opts: StartOptions): void {
       assert.deepEqual(fb.body.results.map((r: Json) => r.chunk_id), fused.body.results.slice(0, 2).map((r: Json) => r.chunk_id), 'rerank.top_n results, in fused order')
       assert.ok(fb.body.results.every((r: Json) => r.rerank_score === null))
     }
+
+    // Nothing found, nothing reranked: the provider is "none" (notes.md), though reranking was asked for.
+    rr.mode = 'ok'
+    const empty = await search(svc, { query: 'compass', kb_ids: [await newKb(svc)] })
+    assert.deepEqual([empty.body.results, empty.body.meta.reranked, empty.body.meta.rerank_provider], [[], false, 'none'])
   })
 
   it(`${label}: reranking is off unless the global setting is on; without fallback a failing reranker is 502`, async (t) => {

@@ -142,6 +142,7 @@ describe('authz: authentication (access-controlled edition)', () => {
       ['token of another issuer', await other.clientToken('svc-plain'), 'Token signing key is unknown'],
       ['missing sub', await oidc.sign(noSub), 'Token has no subject'],
       ['empty sub', await oidc.sign({ ...good, sub: '' }), 'Token has no subject'],
+      ['no exp: a token that never expires', await oidc.sign({ sub: 'u1', iss: oidc.issuer, aud: oidc.audience }), 'Token has no expiry'],
       ['not a JWT', 'abc.def', 'Malformed token'],
       ['empty bearer', '', 'Malformed token'],
       ['two tokens', `${real} ${real}`, 'Malformed token'],
