@@ -167,6 +167,22 @@ export async function crawlQueue<T>(queue: T[], limit: number, more: () => boole
   if (failed.length > 0) throw failed[0]
 }
 
+/**
+ * A source's requests over a growing queue: with request_delay_ms 0 several are in flight at once, any delay
+ * means one at a time; after `max` items (max_pages, max_files) the run is marked truncated and takes no more.
+ */
+export function crawlCapped<T>(queue: T[], ctx: Pick<SyncContext, 'truncate'>, requestDelayMs: number, max: number, work: (item: T) => Promise<void>): Promise<void> {
+  let taken = 0
+  return crawlQueue(queue, requestDelayMs === 0 ? PARALLEL_REQUESTS : 1, () => {
+    if (taken < max) return true
+    ctx.truncate()
+    return false
+  }, (item) => {
+    taken++
+    return work(item)
+  })
+}
+
 export interface EngineDeps {
   adapters: Adapters
   settings: Readonly<Settings>

@@ -3,7 +3,7 @@
 // max_file_size_mb, blobs fetched only when their SHA changed. Source-code files are stored as doc_type
 // `code`, which the pipeline chunks with the code splitter (chunking.code_max_chars).
 import type { DocType } from '../../../compute/types.ts'
-import { crawlQueue, PARALLEL_REQUESTS, SyncFailure, USER_AGENT, type Source, type SyncContext } from '../engine.ts'
+import { crawlCapped, SyncFailure, USER_AGENT, type Source, type SyncContext } from '../engine.ts'
 import type { GithubConfigT } from '../schemas.ts'
 import { createApiClient, RateLimited, tokenFrom } from './http.ts'
 
@@ -82,7 +82,6 @@ export function createGithubSource(): Source {
       ctx.counters.skipped++
       return false
     })
-    let processed = 0
     const fetchFile = async (f: TreeEntry): Promise<void> => {
       const source = `github://${cfg.owner}/${cfg.repo}/${cfg.branch}/${f.path}`
       const known = ctx.known(source)
@@ -118,14 +117,6 @@ export function createGithubSource(): Source {
       else if (outcome === 'unchanged') ctx.counters.unchanged++
       else ctx.counters.skipped++
     }
-    // With request_delay_ms 0 several blobs are fetched at once; any delay means one request at a time.
-    await crawlQueue(fitting, cfg.request_delay_ms === 0 ? PARALLEL_REQUESTS : 1, () => {
-      if (processed < cfg.max_files) return true
-      ctx.truncate()
-      return false
-    }, async (f) => {
-      processed++
-      await fetchFile(f)
-    })
+    await crawlCapped(fitting, ctx, cfg.request_delay_ms, cfg.max_files, fetchFile)
   }
 }

@@ -9,7 +9,7 @@ import type { SqlRunner } from '../../../adapters/ports.ts'
 import { decodeText } from '../../../compute/parse/encoding.ts'
 import { extractHtmlText, sniffHtmlCharset } from '../../../compute/parse/html.ts'
 import { collapseSpaces } from '../../../compute/parse/text-util.ts'
-import { crawlQueue, PARALLEL_REQUESTS, SyncFailure, SyncStopped, USER_AGENT, type Source, type SourceResponse, type SyncContext } from '../engine.ts'
+import { crawlCapped, SyncFailure, SyncStopped, USER_AGENT, type Source, type SourceResponse, type SyncContext } from '../engine.ts'
 import { ALLOW_ALL, parseRobots, type Robots } from '../robots.ts'
 import { resolveSecret } from '../secrets.ts'
 import { inScope, isPagination, normaliseUrl, passesPatterns, requestUrl } from '../url.ts'
@@ -201,7 +201,6 @@ export function createWebSource(sql: SqlRunner): Source {
     const queue: QueueItem[] = [...seedItems.values()]
     const seen = new Set(seeds)
     const seedSet = new Set(seeds)
-    let processed = 0
     let seedFailures = 0
     let lastSeedError = ''
 
@@ -302,16 +301,7 @@ export function createWebSource(sql: SqlRunner): Source {
       enqueueLinks(links, depth + 1)
     }
 
-    // With request_delay_ms 0 several pages are in flight at once; any delay means one request at a time.
-    const concurrency = cfg.request_delay_ms === 0 ? PARALLEL_REQUESTS : 1
-    await crawlQueue(queue, concurrency, () => {
-      if (processed < cfg.max_pages) return true
-      ctx.truncate()
-      return false
-    }, async (item) => {
-      processed++
-      await processPage(item)
-    })
+    await crawlCapped(queue, ctx, cfg.request_delay_ms, cfg.max_pages, processPage)
     if (seedFailures === seeds.length) throw new SyncFailure(`No seed URL could be fetched (${lastSeedError})`)
   }
 }
