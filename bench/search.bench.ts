@@ -11,8 +11,8 @@
 // (embed + sparse-encode the query, then store.search on the KB, or on the 10 KBs concurrently): the work the
 // index does, without fusion, pooling, JSON or HTTP. Measured at 1 connection, in rounds that alternate the
 // store, the search service called in-process, and HTTP, each on the same queries, so that
-//   share outside the index = 1 - index time / end-to-end time          (target <= 20 %)
-// Under load (16 connections by default): QPS, p50, p99 per case, and 10-KB / 1-KB latency (target <= 2).
+//   share outside the index = 1 - index time / end-to-end time          (target <= 10 %, issue 17)
+// Under load (16 connections by default): QPS, p50, p99 per case, and 10-KB / 1-KB latency (target <= 1.5, issue 17).
 //
 // The search cache (plugins/search/cache.ts) is kept from storing during all of the above, so every request is a
 // miss that still pays for the key and the lookup. Then, for the hybrid cases, cache hits beside misses: at 1
@@ -38,6 +38,7 @@ import { machine, median, percentile, round } from './lib/machine.ts'
 import { buildSearchData, readSearchData, type SearchData } from './search/build-data.ts'
 import type { LoadResult, LoadRun } from './search/load-client.ts'
 import { profileWhile, summarizeProfile, type ProfileSummary } from './search/profile.ts'
+import { authzOverhead, printAuthz } from './search/authz.ts'
 
 export interface SearchBenchOptions {
   quick: boolean
@@ -59,8 +60,8 @@ export interface SearchBenchOptions {
 const DIMS = 1024
 const SPLITS = 10
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..')
-const OVERHEAD_TARGET = 0.2
-const RATIO_TARGET = 2
+const OVERHEAD_TARGET = 0.1
+const RATIO_TARGET = 1.5
 
 type Mode = 'hybrid' | 'similarity'
 interface Case {
@@ -507,6 +508,10 @@ export async function run(opts: SearchBenchOptions) {
       }
     }
 
+    // [ENT] token check + role look-up against this (base) service, on the same data (bench/search/authz.ts). Last:
+    // its uploads leave indexing work behind.
+    const authz = await authzOverhead({ app, base, kbId: data.kbs.one, queries, topK, pairs: lowRounds * lowQueries })
+
     return {
       bench: 'search',
       machine: machine(),
@@ -524,6 +529,7 @@ export async function run(opts: SearchBenchOptions) {
       one_connection: lowOut,
       ten_over_one: ratios,
       cache: cacheOut,
+      authz,
       targets,
       ...(profiles ? { profiles } : {}),
     }
@@ -565,6 +571,7 @@ function print(r: Result): void {
     console.log(`  ${''.padEnd(18)} load: hit ${x.load.hit_qps} QPS (p50 ${x.load.hit_p50_ms} ms, p99 ${x.load.hit_p99_ms} ms) vs miss ${x.load.miss_qps} QPS (p50 ${x.load.miss_p50_ms} ms): ${x.load.qps_ratio}x`)
     console.log(`  ${''.padEnd(18)} the miss path's own cost: ${x.miss_path_added_us} us per request alone (key, lookup, split serialising, against one JSON.stringify); paired per query ${x.miss_path_cost_p50_ms} ms p50 (${pct(x.miss_path_share_of_service_p50)} of the service's search + JSON)`)
   }
+  printAuthz(r.authz)
   console.log(`\ntargets:`)
   for (const [name, x] of Object.entries(r.targets.overhead)) console.log(`  overhead ${name.padEnd(18)} ${pct(x.share)} <= ${pct(r.targets.overhead_max_share)}: ${x.pass ? 'PASS' : 'MISS'}`)
   for (const [mode, x] of Object.entries(r.targets.ratio)) console.log(`  10-KB/1-KB ${mode.padEnd(12)} ${x.load_p50}x <= ${r.targets.ten_over_one_max}x: ${x.pass ? 'PASS' : 'MISS'}`)

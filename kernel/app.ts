@@ -12,7 +12,7 @@ import { createLogger, type Logger } from './log.ts'
 import { Reply, type Caller, type Plugin, type PluginContext, type Request, type RequestHook, type RouteInfo, type RouteSpec } from './plugin.ts'
 import { Router, type Method } from './router.ts'
 import { couldExist, PATH_IDS, type PathIdFormat } from './schemas.ts'
-import { compile, jsonIssues, unstorable, unstorableIssue, type CompiledSchema } from './validate.ts'
+import { compile, jsonIssues, MAX_JSON_DEPTH, unstorable, unstorableIssue, type CompiledSchema } from './validate.ts'
 import { telemetry } from './telemetry.ts'
 
 interface CompiledRoute {
@@ -117,6 +117,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const router = new Router<CompiledRoute>()
   const routes: RouteInfo[] = []
   const hooks: RequestHook[] = []
+  const validatedHooks: RequestHook[] = []
   const services = new Map<string, unknown>()
   const booted: { plugin: Plugin<unknown>; service: unknown }[] = []
   const jsonLimit = settings.server.json_body_limit_kb * 1024
@@ -182,7 +183,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
           }
           return services.get(name) as T
         },
-        hooks: { onRequest: (hook) => void hooks.push(hook) },
+        hooks: { onRequest: (hook) => void hooks.push(hook), onValidated: (hook) => void validatedHooks.push(hook) },
         routes: () => routes,
       }
       const service = await plugin.register(ctx)
@@ -274,7 +275,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
       return failure(err, id, ex)
     }
     const req = makeRequest(rawParams, ex, id)
-    if (hooks.length > 0 || (info.bodyKind === 'json' && ex.bodyBytes === undefined)) return runAsync(route, req, ex)
+    if (hooks.length > 0 || validatedHooks.length > 0 || (info.bodyKind === 'json' && ex.bodyBytes === undefined)) return runAsync(route, req, ex)
     try {
       if (route.params) req.params = route.params.parse(rawParams, 'path')
       if (route.query || ex.rawQuery) req.query = parseQuery(ex.rawQuery, route.query)
@@ -301,6 +302,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
         req.body = parseJsonBody(buf, route.body !== undefined)
         if (route.body) req.body = route.body.parse(req.body, 'body')
       }
+      for (const hook of validatedHooks) await hook(req, info)
       return toResult(await route.handler(req as never), info.status)
     } catch (err) {
       return failure(err, req.id, ex)
@@ -414,14 +416,20 @@ function parseJsonBody(buf: Buffer, required: boolean): unknown {
     return undefined
   }
   let value: unknown
+  const text = buf.toString('utf8')
   try {
-    value = JSON.parse(buf.toString('utf8'))
+    value = JSON.parse(text)
   } catch (err) {
     const pos = /position (\d+)/.exec((err as Error).message)
     throw new ValidationError([{ loc: ['body', pos ? Number(pos[1]) : 0], msg: `JSON decode error: ${clip((err as Error).message)}`, type: 'json_invalid' }])
   }
-  const bad = jsonIssues(value, 'body')
-  if (bad.length > 0) throw new ValidationError(bad)
+  // The walk is skipped when it cannot find anything: only a \u escape puts a NUL or a lone surrogate into a
+  // parsed string (raw control characters are not JSON; invalid UTF-8 decodes to U+FFFD), and nesting past
+  // MAX_JSON_DEPTH takes more than twice as many characters.
+  if (text.length > 2 * MAX_JSON_DEPTH || text.includes('\\u')) {
+    const bad = jsonIssues(value, 'body')
+    if (bad.length > 0) throw new ValidationError(bad)
+  }
   return value
 }
 

@@ -17,7 +17,12 @@ export type Role = 'viewer' | 'editor' | 'admin' | 'owner'
  */
 export interface RouteAccess {
   level: 'public' | 'authenticated' | 'super_admin' | Role
-  kb?: { from: 'params' | 'body' | 'query'; name: string }
+  /**
+   * Where the KB the role applies to is named. `via` names a resolver another plugin registered with the authz
+   * plugin (for example 'connector': the value is a connector_id, the KB is that connector's). `filter`: the
+   * value is a list of KB ids; the inaccessible ones are removed instead of refusing the request (search).
+   */
+  kb?: { from: 'params' | 'body' | 'query'; name: string; via?: string; filter?: boolean }
 }
 
 /** The authenticated caller ([ENT]); null in the base edition. */
@@ -99,7 +104,11 @@ export interface RouteInfo {
   hidden: boolean
 }
 
-/** Runs after routing, before body validation: authentication and role checks plug in here. */
+/**
+ * onRequest hooks run after routing, before params, query and body are parsed (authentication plugs in here);
+ * onValidated hooks run after they are parsed and validated, before the handler (role checks that read a KB id
+ * from the body or the query plug in here). A hook throws an AppError to refuse the request.
+ */
 export type RequestHook = (req: Request, route: RouteInfo) => void | Promise<void>
 
 export interface PluginContext {
@@ -113,6 +122,7 @@ export interface PluginContext {
   use<T>(name: string): T
   readonly hooks: {
     onRequest(hook: RequestHook): void
+    onValidated(hook: RequestHook): void
   }
   /** Every route registered so far (the API description reads this). */
   routes(): readonly RouteInfo[]

@@ -104,7 +104,10 @@ function kernel(raw: unknown): Normalised {
     }
     const R = route.toUpperCase()
     add(`${R} req/s vs Fastify`, num(raw, `${r}.quarry.rps_median`), num(raw, `${r}.fastify.rps_median`),
-      { unit: 'req/s', baseline_name: 'fastify 5', target: 2, ours_range: range('quarry'), baseline_range: range('fastify') })
+      { unit: 'req/s', baseline_name: 'fastify 5', target: num(raw, `${r}.target_vs_fastify`) ?? 2, ours_range: range('quarry'), baseline_range: range('fastify') })
+    // The transport's own ceiling: how much of bare uWebSockets.js the kernel keeps (results without it skip the row).
+    add(`${R} req/s vs bare uWebSockets.js`, num(raw, `${r}.quarry.rps_median`), num(raw, `${r}.uws.rps_median`),
+      { unit: 'req/s', baseline_name: 'bare uWebSockets.js', ours_range: range('quarry'), baseline_range: range('uws') })
     add(`${R} req/s vs node:http`, num(raw, `${r}.quarry.rps_median`), num(raw, `${r}.node_http.rps_median`),
       { unit: 'req/s', baseline_name: 'node:http', ours_range: range('quarry'), baseline_range: range('node_http') })
     // p99 under a saturating closed-loop load mostly measures the queue wrk builds: shown, not gated on.
@@ -130,7 +133,7 @@ function chunk(raw: unknown): Normalised {
 function dedup(raw: unknown): Normalised {
   const { comparisons, notes, add } = collector()
   add('SimHash-64 + MinHash-128 MB/s', num(raw, 'quarry.mbPerSec'), num(raw, 'reference.mbPerSec'),
-    { unit: 'MB/s', baseline_name: 'string-based reference' })
+    { unit: 'MB/s', baseline_name: 'string-based reference', target: num(raw, 'target_mb_per_sec'), target_of: 'value' })
   notes.push('median over rounds only (the benchmark reports no min/max)')
   return { machine: obj(raw, 'machine'), sizes: pick(raw, ['corpus', 'rounds']), comparisons, notes, series: [] }
 }
@@ -186,7 +189,23 @@ function ingest(raw: unknown): Normalised {
   add('documents/s, end to end', num(raw, 'results.documents_per_s'), num(raw, 'results.baseline_documents_per_s'),
     { unit: 'docs/s', baseline_name: 'the same steps in a sequential script', target: target ? Number(target[1]) : undefined, target_of: 'value' })
   add('MB/s, end to end', num(raw, 'results.mb_per_s'), null, { unit: 'MB/s' })
-  add('peak RSS', num(raw, 'results.peak_rss_mb'), null, { unit: 'MB', higher_is_better: false })
+  // Issue 17 targets (bench/ingest.bench.ts TARGETS): the ratio to the script, and peak RSS at every size.
+  const ratioTarget = num(raw, 'targets.ratio_vs_baseline')
+  if (ratioTarget !== undefined) {
+    add('documents/s, end to end, ratio to the script', num(raw, 'results.documents_per_s'), num(raw, 'results.baseline_documents_per_s'),
+      { unit: 'docs/s', baseline_name: 'the same steps in a sequential script', target: ratioTarget, target_of: 'ratio', tracked: false })
+  }
+  add('CPU ms per document, all threads', num(raw, 'results.cpu_ms_per_doc'), num(raw, 'results.baseline_cpu_ms_per_doc'),
+    { unit: 'ms', higher_is_better: false, baseline_name: 'the sequential script', tracked: false })
+  const rssTarget = num(raw, 'targets.peak_rss_mb')
+  add('peak RSS', num(raw, 'results.peak_rss_mb'), null, { unit: 'MB', higher_is_better: false, target: rssTarget })
+  if (num(raw, 'results.high_water_rss_mb') !== undefined) {
+    add('process RSS high-water, start included', num(raw, 'results.high_water_rss_mb'), null, { unit: 'MB', higher_is_better: false, tracked: false })
+  }
+  for (const size of Object.keys(obj(raw, 'results.growth') ?? {})) {
+    add(`documents/s at ${size} documents`, num(raw, `results.growth.${size}.documents_per_s`), null, { unit: 'docs/s' })
+    add(`peak RSS at ${size} documents`, num(raw, `results.growth.${size}.peak_rss_mb`), null, { unit: 'MB', higher_is_better: false, target: rssTarget })
+  }
   const failed = num(raw, 'results.outcome.failed') ?? 0
   add('documents failed', failed, null, { unit: 'docs', higher_is_better: false, target: 0 })
   const series: Series[] = []
@@ -279,6 +298,10 @@ function search(raw: unknown): Normalised {
     add(`${name}: cache hit vs miss, QPS under load`, num(cache, `${name}.load.hit_qps`), num(cache, `${name}.load.miss_qps`),
       { unit: 'QPS', baseline_name: 'the same search, not cached' })
   }
+  // [ENT] token check + role look-up: the median of paired differences (access-controlled - base edition, same
+  // data, requests alternating) over the base p50; robust to a slow sample on either side. Target < 5 %.
+  add('[ENT] access control added to a 1-KB hybrid search (share of its p50)', num(raw, 'authz.search_1kb_hybrid.added_share_of_base'), null,
+    { unit: 'share', higher_is_better: false, target: 0.05, target_of: 'value' })
   const series: Series[] = []
   const groups: Series['groups'] = []
   for (const name of Object.keys(load)) {
@@ -426,7 +449,15 @@ function connectors(raw: unknown): Normalised {
   return { machine: obj(raw, 'machine'), sizes: obj(raw, 'sizes') ?? {}, comparisons, notes, series: [] }
 }
 
-export const READERS: Record<string, (raw: unknown) => Normalised> = { kernel, chunk, dedup, parse, embed, ingest, vectors, search, orama, cli, 'dedup-quality': dedupQuality, filter, connectors }
+function mixedLoad(raw: unknown): Normalised {
+  const skipped = at(raw, 'skipped')
+  if (typeof skipped === 'string') return { sizes: {}, comparisons: [], series: [], notes: [], skipped }
+  const n = generic(raw)
+  n.notes = ['searches at a fixed rate (open loop), every query text new (no cache answers); writes: uploads, deletes, repeated connector syncs']
+  return n
+}
+
+export const READERS: Record<string, (raw: unknown) => Normalised> = { kernel, chunk, dedup, parse, embed, ingest, vectors, search, orama, cli, 'dedup-quality': dedupQuality, filter, connectors, 'mixed-load': mixedLoad }
 
 /** The common shape of one benchmark's result; series ids made unique across benchmarks. */
 export function normalise(name: string, raw: unknown): Normalised {

@@ -5,6 +5,7 @@ import { createLocalJWKSet, errors, jwtVerify, type JSONWebKeySet, type JWTPaylo
 import { AppError, serviceUnavailable } from '../../kernel/errors.ts'
 import type { Logger } from '../../kernel/log.ts'
 import type { Caller } from '../../kernel/plugin.ts'
+import { discover, getJson } from './issuer.ts'
 
 /** Asymmetric only: `none` and HS* would let anyone holding the public key (or nothing) mint tokens. */
 export const ACCEPTED_ALGORITHMS = ['RS256', 'PS256', 'ES256'] as const
@@ -15,8 +16,8 @@ const CLOCK_TOLERANCE_SEC = 30
  * interval has passed (or the cache lifetime ends), as with jose's own remote key set.
  */
 export const FORCED_REFRESH_INTERVAL_MS = 30_000
-/** A discovery or key request that hangs must not hold requests for long. */
-const FETCH_TIMEOUT_MS = 5_000
+/** Verified tokens kept (the oldest leaves first): a bound on memory, far above the tokens one process sees live. */
+export const TOKEN_CACHE_SIZE = 10_000
 
 export interface AuthnOptions {
   issuerUrl: string
@@ -60,6 +61,8 @@ function describe(err: unknown): string {
 
 const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string' && x !== '') : [])
 const optionalString = (v: unknown): string | null => (typeof v === 'string' && v !== '' ? v : null)
+/** A group as configured and compared: Keycloak's full path `/team` is the group `team`. */
+export const groupName = (g: string): string => (g.startsWith('/') ? g.slice(1) : g)
 
 /**
  * The caller of verified claims. Groups come from `groups` (Keycloak writes full paths, `/team`, when its
@@ -67,7 +70,7 @@ const optionalString = (v: unknown): string | null => (typeof v === 'string' && 
  */
 export function callerOf(claims: JWTPayload, superAdminGroup: string): Caller {
   const groups = new Set<string>()
-  for (const g of strings(claims.groups)) groups.add(g.startsWith('/') ? g.slice(1) : g)
+  for (const g of strings(claims.groups)) groups.add(groupName(g))
   for (const r of strings((claims.realm_access as { roles?: unknown } | undefined)?.roles)) groups.add(r)
   return {
     user_id: claims.sub as string,
@@ -90,8 +93,15 @@ class KeyCache {
   private expiresAt = 0
   private lastForced = -Infinity
   private inflight: Promise<void> | null = null
+  /** Changes with every key set read, so a token verified against an older set is verified again. */
+  epoch = 0
 
   constructor(private readonly opts: AuthnOptions) {}
+
+  /** The keys verified under `epoch` are still the ones in use. */
+  stillCurrent(epoch: number): boolean {
+    return epoch === this.epoch && this.keySet !== null && Date.now() < this.expiresAt
+  }
 
   async current(): Promise<JWTVerifyGetKey> {
     if (!this.keySet || Date.now() >= this.expiresAt) await this.refresh()
@@ -119,10 +129,11 @@ class KeyCache {
 
   private async load(): Promise<void> {
     try {
-      this.jwksUri ??= await this.discover()
+      this.jwksUri ??= await discover(this.opts.issuerUrl, 'jwks_uri')
       const jwks = await getJson<JSONWebKeySet>(this.jwksUri, 'signing keys')
       if (!Array.isArray(jwks.keys)) throw new Error(`${this.jwksUri} has no "keys" array`)
       this.keySet = createLocalJWKSet(jwks)
+      this.epoch++
       this.expiresAt = Date.now() + this.opts.jwksCacheTtlSeconds * 1000
     } catch (err) {
       // The next attempt reads the discovery document again, in case the issuer moved its keys.
@@ -133,19 +144,6 @@ class KeyCache {
       this.expiresAt = Date.now() + FORCED_REFRESH_INTERVAL_MS
     }
   }
-
-  private async discover(): Promise<string> {
-    const url = `${this.opts.issuerUrl.replace(/\/+$/, '')}/.well-known/openid-configuration`
-    const doc = await getJson<{ jwks_uri?: unknown }>(url, 'discovery document')
-    if (typeof doc.jwks_uri !== 'string' || doc.jwks_uri === '') throw new Error(`${url} has no jwks_uri`)
-    return doc.jwks_uri
-  }
-}
-
-async function getJson<T>(url: string, what: string): Promise<T> {
-  const res = await fetch(url, { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) })
-  if (!res.ok) throw new Error(`${what} at ${url}: HTTP ${res.status}`)
-  return (await res.json()) as T
 }
 
 export function createAuthenticator(opts: AuthnOptions): Authenticator {
@@ -172,21 +170,39 @@ export function createAuthenticator(opts: AuthnOptions): Authenticator {
     }
   }
 
+  // A verified token's Caller, until the token expires or the key set it was verified with is re-read (a retired
+  // key then refuses it): the hot path of every request is a Map hit instead of a signature check.
+  const verified = new Map<string, { caller: Caller; until: number; epoch: number }>()
+  const remember = (token: string, caller: Caller, exp: number, epoch: number) => {
+    if (verified.size >= TOKEN_CACHE_SIZE) verified.delete(verified.keys().next().value as string)
+    verified.set(token, { caller: Object.freeze(caller), until: exp * 1000, epoch })
+  }
+
   return {
     async authenticate(authorization) {
       // Another scheme (Basic, …) is no bearer credential at all; a Bearer header without exactly one token is a bad one.
       const [scheme, ...tokens] = (authorization ?? '').trim().split(/ +/)
       if (scheme.toLowerCase() !== 'bearer') throw unauthorized('Not authenticated', 'AUTHN_MISSING_TOKEN')
       if (tokens.length !== 1) throw unauthorized('Malformed token')
+      const token = tokens[0]
+      const hit = verified.get(token)
+      if (hit) {
+        if (Date.now() < hit.until && keys.stillCurrent(hit.epoch)) return hit.caller
+        verified.delete(token)
+      }
       let claims: JWTPayload
+      const epoch = keys.epoch
       try {
-        claims = await verify(tokens[0])
+        claims = await verify(token)
       } catch (err) {
         if (err instanceof AppError) throw err
         throw unauthorized(describe(err))
       }
       if (typeof claims.sub !== 'string' || claims.sub === '') throw unauthorized('Token has no subject')
-      return callerOf(claims, opts.superAdminGroup)
+      const caller = callerOf(claims, opts.superAdminGroup)
+      // Only when the keys it was checked against are still the current ones (a refresh during the check: next time).
+      if (keys.stillCurrent(epoch)) remember(token, caller, claims.exp as number, epoch)
+      return caller
     },
   }
 }

@@ -1,21 +1,40 @@
 // The access-controlled edition ([ENT]): on when `oidc.issuer_url` is set, absent otherwise (the base edition
-// registers no hook, so its requests take the kernel's synchronous path exactly as before).
-// Part 1, authentication: every route whose access level is not 'public' needs a valid bearer token, and
-// the request's `caller` is set from it. /health, /ready, /docs, /redoc, /openapi.json and /metrics declare
-// themselves public; /mcp is 'authenticated' like every route that declares nothing.
+// registers no hook, so its requests take the kernel's synchronous path exactly as before, and ctx.use('authz')
+// returns null to the plugins that depend on this one).
+// Authentication (authn.ts) runs onRequest for every non-public route and sets req.caller; the access check
+// (access.ts) runs onValidated and applies each route's declared `access` through the role cache (roles.ts),
+// which every change invalidates in every process through the AuthzBus (bus.ts). This plugin depends on no other:
+// kb, docs, connectors, search and mcp depend on it and call its service for rules a declaration cannot express.
+import type { Settings } from '../../kernel/config/schema.ts'
 import { definePlugin } from '../../kernel/plugin.ts'
-import { createAuthenticator, type Authenticator } from './authn.ts'
+import { createAccessControl, createAccessHook } from './access.ts'
+import { createAuthenticator } from './authn.ts'
+import { createLocalBus, createRedisBus } from './bus.ts'
+import { createConfigStore } from './config.ts'
+import { createKbCreator } from './kb-create.ts'
+import { createMembership, type Membership } from './members.ts'
+import { createRoleStore } from './roles.ts'
+import { registerSystemRoutes } from './system.ts'
+import type { AuthzBus, AuthzService, KbResolver } from './types.ts'
 
-export interface AuthzService {
-  /** For transports that do not go through the route hook: the Caller of an Authorization header value. */
-  authenticate: Authenticator['authenticate']
+export type { AuthzService }
+
+interface Running extends AuthzService {
+  close(): Promise<void>
 }
+
+const openBus = async (s: Readonly<Settings>, log: Parameters<typeof createLocalBus>[0]): Promise<AuthzBus & { live?(): boolean }> =>
+  s.redis.host
+    ? createRedisBus({ host: s.redis.host, port: s.redis.port, password: s.redis.password, db: s.redis.db, prefix: s.redis.key_prefix }, log)
+    : createLocalBus(log)
 
 export default definePlugin<AuthzService | null>({
   name: 'authz',
-  register(ctx) {
-    const { oidc, authz } = ctx.settings
+  async register(ctx) {
+    const { settings } = ctx
+    const { oidc, authz } = settings
     if (!oidc.issuer_url) return null
+    const { sql } = ctx.adapters
     const authenticator = createAuthenticator({
       issuerUrl: oidc.issuer_url,
       audience: oidc.audience,
@@ -23,12 +42,51 @@ export default definePlugin<AuthzService | null>({
       superAdminGroup: authz.super_admin_role,
       log: ctx.log,
     })
-    // Registered before any role check (those read req.caller, so they come from plugins that depend on this one).
+    const bus = await openBus(settings, ctx.log)
+    // Nothing read while the Redis subscriber is down is cached: an invalidation published meanwhile is missed.
+    const storable = bus.live ? () => bus.live!() : undefined
+    const roles = createRoleStore({ sql, bus, ttlSeconds: authz.role_cache_ttl_seconds, storable })
+    const config = createConfigStore({
+      sql, bus, ttlSeconds: authz.role_cache_ttl_seconds, storable,
+      defaults: { kb_authz_enabled: false, max_docs_count: authz.max_docs_count },
+    })
+    const access = createAccessControl({ sql, roles, config })
+    const resolvers = new Map<string, KbResolver>()
+    const membership: Membership = createMembership({ sql, settings, log: ctx.log, roles, access, config, bus })
+
     ctx.hooks.onRequest(async (req, route) => {
       if (route.access.level === 'public') return
-      req.caller = await authenticator.authenticate(req.headers.authorization)
+      const caller = await authenticator.authenticate(req.headers.authorization)
+      req.caller = caller
+      // Profile observation and pending-invite activation, before this request's own access check.
+      await membership.onAuthenticated(caller)
     })
-    ctx.log.info({ issuer: oidc.issuer_url, audience: oidc.audience || null }, 'access-controlled edition: bearer tokens required')
-    return { authenticate: authenticator.authenticate }
+    ctx.hooks.onValidated(createAccessHook({ sql, access, resolvers }))
+    registerSystemRoutes(ctx, { sql, settings, config })
+    membership.registerRoutes(ctx)
+
+    ctx.log.info({ issuer: oidc.issuer_url, audience: oidc.audience || null, bus: settings.redis.host ? 'redis' : 'in-process' },
+      'access-controlled edition: bearer tokens required')
+    const service: Running = {
+      authenticate: authenticator.authenticate,
+      access,
+      roles,
+      config,
+      registerResolver(name, resolve) {
+        if (resolvers.has(name)) throw new Error(`KB resolver '${name}' is registered twice`)
+        resolvers.set(name, resolve)
+      },
+      createKb: createKbCreator({ sql, settings, bus }),
+      async close() {
+        await membership.close()
+        roles.close()
+        config.close()
+        await bus.close()
+      },
+    }
+    return service
+  },
+  close: async (service) => {
+    await (service as Running | null)?.close()
   },
 })

@@ -1,6 +1,7 @@
 // Connectors: the endpoints of spec 4.8, the sync engine feeding the ingestion pipeline, one file per
 // source under sources/, and schedules in every mode.
 import { definePlugin, type Plugin } from '../../kernel/plugin.ts'
+import type { AuthzService } from '../authz/types.ts'
 import type { DocsPlugin } from '../docs/index.ts'
 import type { KbService } from '../kb/service.ts'
 import { registerConnectorRoutes } from './routes.ts'
@@ -22,9 +23,13 @@ export interface ConnectorsPluginOptions {
 export function createConnectorsPlugin(options: ConnectorsPluginOptions = {}): Plugin<ConnectorsService> {
   return definePlugin<ConnectorsService>({
     name: 'connectors',
-    dependsOn: ['kb', 'docs'],
+    dependsOn: ['kb', 'docs', 'authz'],
     async register(ctx) {
       const { settings, adapters } = ctx
+      const authz = ctx.use<AuthzService | null>('authz')
+      // [ENT] Routes under /api/connectors/{connector_id} take the role of the connector's KB.
+      authz?.registerResolver('connector', async (connectorId, db) =>
+        (await db.query<{ kb_id: string }>('SELECT kb_id FROM connectors WHERE connector_id = $1::uuid', [connectorId]))[0]?.kb_id ?? null)
       const service = createConnectorsService({
         adapters, settings, log: ctx.log, docs: ctx.use<DocsPlugin>('docs').service, kbs: ctx.use<KbService>('kb'),
         sources: { web: createWebSource, confluence: createConfluenceSource, github: createGithubSource },
@@ -32,7 +37,7 @@ export function createConnectorsPlugin(options: ConnectorsPluginOptions = {}): P
         secretKey: readEnv('CONNECTOR_SECRET_KEY'),
         ...options,
       })
-      registerConnectorRoutes(ctx, service)
+      registerConnectorRoutes(ctx, service, authz)
       // DELETE /api/kb/{kb} answers 409 while one of the KB's connectors syncs.
       ctx.use<KbService>('kb').addDeleteGuard(service.kbDeleteGuard)
       await service.start()

@@ -6,27 +6,48 @@ import {
   CreateKbBody, EffectiveSettings, KbDeletedResponse, KbListQuery, KbStatusResponse, KnowledgeBase, KnowledgeBaseList, OverridesBody,
   OverridesResponse, OverridesWriteResponse, PatchKbBody, SettingsSchemaResponse,
 } from './schemas.ts'
-import type { KbService } from './service.ts'
+import type { AuthzService, Caller, Role } from '../authz/types.ts'
+import type { KbService, KnowledgeBase as KbRecord } from './service.ts'
 
 const notFound = { 404: { description: 'Knowledge base not found', schema: ErrorResponse } }
 const invalid = { 422: { description: 'Validation error', schema: ValidationErrorResponse } }
 const kbAccess = (level: 'viewer' | 'admin' | 'owner') => ({ level, kb: { from: 'params' as const, name: 'kb_id' } })
 
-export function registerKbRoutes(ctx: PluginContext, kbs: KbService): void {
+export function registerKbRoutes(ctx: PluginContext, kbs: KbService, authz: AuthzService | null): void {
   const tags = ['knowledge-bases']
+
+  /**
+   * [ENT] GET /api/kb: the KBs the caller holds a role on plus the public ones (a super-admin: all), each with
+   * my_role, when kb_authz_enabled is true; every KB and no my_role otherwise (and in the base edition).
+   */
+  const scoped = async (all: KbRecord[], caller: Caller | null): Promise<(KbRecord & { my_role?: Role | null })[]> => {
+    if (!authz || !caller || !(await authz.config.get()).kb_authz_enabled) return all
+    const { access } = authz
+    const readable = new Set(await access.readable(caller, all.map((kb) => kb.kb_id)))
+    return Promise.all(all.filter((kb) => readable.has(kb.kb_id)).map(async (kb) => ({ ...kb, my_role: await access.myRole(caller, kb.kb_id) })))
+  }
 
   ctx.route({
     method: 'GET', path: '/api/kb', summary: 'List knowledge bases (by kb_id ascending unless sort_by/sort_order say otherwise)', tags,
     query: KbListQuery,
     responses: { 200: { description: 'Knowledge bases', schema: KnowledgeBaseList }, ...invalid },
-    handler: async (req) => ({ knowledge_bases: await kbs.list({ sortBy: req.query.sort_by, sortOrder: req.query.sort_order }) }),
+    handler: async (req) => ({
+      knowledge_bases: await scoped(await kbs.list({ sortBy: req.query.sort_by, sortOrder: req.query.sort_order }), req.caller),
+    }),
   })
 
   ctx.route({
     method: 'POST', path: '/api/kb', summary: 'Create a knowledge base', tags, body: CreateKbBody, status: 201,
-    responses: { 201: { description: 'Created', schema: KbStatusResponse }, 409: { description: 'kb_id exists', schema: ErrorResponse }, ...invalid },
+    description: '[ENT] Needs one of authz.kb_creator_roles and a KB count below the cap (super-admins bypass both); the creator becomes owner.',
+    responses: {
+      201: { description: 'Created', schema: KbStatusResponse }, 403: { description: '[ENT] Not a KB creator, or at the KB cap', schema: ErrorResponse },
+      409: { description: 'kb_id exists', schema: ErrorResponse }, ...invalid,
+    },
     handler: async (req) => {
-      const kb = await kbs.create(req.body, req.caller?.user_id ?? null)
+      const caller = req.caller
+      const kb = authz && caller
+        ? await authz.createKb(caller, (db) => kbs.create(req.body, caller.user_id, db))
+        : await kbs.create(req.body, null)
       return { kb_id: kb.kb_id, status: 'created' }
     },
   })
@@ -34,7 +55,11 @@ export function registerKbRoutes(ctx: PluginContext, kbs: KbService): void {
   ctx.route({
     method: 'GET', path: '/api/kb/{kb_id}', summary: 'Get a knowledge base', tags, params: KbIdParam, access: kbAccess('viewer'),
     responses: { 200: { description: 'The knowledge base', schema: KnowledgeBase }, ...notFound },
-    handler: (req) => kbs.get(req.params.kb_id),
+    handler: async (req) => {
+      const kb = await kbs.get(req.params.kb_id)
+      if (!authz || !req.caller || !(await authz.config.get()).kb_authz_enabled) return kb
+      return { ...kb, my_role: await authz.access.myRole(req.caller, kb.kb_id) }
+    },
   })
 
   ctx.route({
@@ -43,6 +68,8 @@ export function registerKbRoutes(ctx: PluginContext, kbs: KbService): void {
     responses: { 200: { description: 'Updated', schema: KbStatusResponse }, ...notFound, ...invalid },
     handler: async (req) => {
       await kbs.patch(req.params.kb_id, req.body)
+      // Visibility decides who reads it: every process must see the change on its next request.
+      if (req.body.visibility !== undefined) await authz?.roles.invalidateKb(req.params.kb_id)
       return { kb_id: req.params.kb_id, status: 'updated' }
     },
   })
@@ -53,6 +80,8 @@ export function registerKbRoutes(ctx: PluginContext, kbs: KbService): void {
     responses: { 200: { description: 'Deleted', schema: KbDeletedResponse }, ...notFound },
     handler: async (req) => {
       const { s3_objects_deleted } = await kbs.delete(req.params.kb_id)
+      // Its members' cached roles go with it, so a KB re-created under the same id starts with none.
+      await authz?.roles.invalidateKb(req.params.kb_id)
       return { kb_id: req.params.kb_id, status: 'deleted', s3_objects_deleted }
     },
   })

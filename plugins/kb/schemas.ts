@@ -1,6 +1,11 @@
 import { Type } from '@sinclair/typebox'
 import { KbId, Timestamp } from '../../kernel/schemas.ts'
-import { KB_SORT_COLUMNS } from './service.ts'
+import { AnyRole as Role } from '../authz/member-schemas.ts'
+import { KB_SORT_COLUMNS, VISIBILITIES } from './service.ts'
+
+const Visibility = Type.Union(VISIBILITIES.map((v) => Type.Literal(v)), {
+  description: "'private' (default) or 'public'. [ENT] Every authenticated caller reads a public KB as viewer; writes still need membership.",
+})
 
 const Description = Type.Union([Type.String({ maxLength: 10000 }), Type.Null()], { description: 'Free text; null (or absent) for none.' })
 
@@ -9,9 +14,11 @@ export const KnowledgeBase = Type.Object({
   kb_name: Type.String(),
   description: Type.Union([Type.String(), Type.Null()]),
   tags: Type.Array(Type.String()),
-  status: Type.String({ description: "'active'" }),
+  status: Type.String({ description: "'active'; [ENT] 'frozen' when its owner left and no admin could succeed (writes refused)" }),
+  visibility: Visibility,
   created_at: Timestamp,
   updated_at: Timestamp,
+  my_role: Type.Optional(Type.Union([Role, Type.Null()], { description: "[ENT] The caller's role, when kb_authz_enabled is true (public KB without membership: viewer)." })),
 }, { title: 'KnowledgeBase' })
 
 export const KnowledgeBaseList = Type.Object({ knowledge_bases: Type.Array(KnowledgeBase) })
@@ -26,12 +33,14 @@ export const CreateKbBody = Type.Object({
   kb_name: Type.Optional(Type.String({ maxLength: 500 })),
   description: Type.Optional(Description),
   tags: Type.Optional(Type.Array(Type.String({ maxLength: 200 }), { maxItems: 100 })),
+  visibility: Type.Optional(Visibility),
 })
 
 export const PatchKbBody = Type.Object({
   kb_name: Type.Optional(Type.String({ maxLength: 500 })),
   description: Type.Optional(Description),
   tags: Type.Optional(Type.Array(Type.String({ maxLength: 200 }), { maxItems: 100 })),
+  visibility: Type.Optional(Visibility),
 })
 
 export const KbStatusResponse = Type.Object({ kb_id: Type.String(), status: Type.String() })

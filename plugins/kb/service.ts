@@ -3,7 +3,8 @@ import type { Adapters, SqlRunner } from '../../adapters/ports.ts'
 import { isUniqueViolation } from '../../adapters/metadata/common.ts'
 import { effectiveKbSettings, kbSettingsView, validateOverrides, type KbSettingsView, type Overrides } from '../../kernel/config/kb-settings.ts'
 import type { KbSettings, Settings } from '../../kernel/config/schema.ts'
-import { clip, conflict, notFound } from '../../kernel/errors.ts'
+import { conflict } from '../../kernel/errors.ts'
+import { kbNotFound } from './errors.ts'
 
 export interface KnowledgeBase {
   kb_id: string
@@ -11,9 +12,14 @@ export interface KnowledgeBase {
   description: string | null
   tags: string[]
   status: string
+  /** 'private' or 'public' ([ENT]: a public KB is read as viewer by every authenticated caller). */
+  visibility: Visibility
   created_at: string
   updated_at: string
 }
+
+export const VISIBILITIES = ['private', 'public'] as const
+export type Visibility = (typeof VISIBILITIES)[number]
 
 export interface CreateKb {
   kb_id: string
@@ -21,6 +27,7 @@ export interface CreateKb {
   /** Absent or null: no description (it reads back as null, as in the older service). */
   description?: string | null
   tags?: string[]
+  visibility?: Visibility
 }
 
 export const KB_SORT_COLUMNS = ['kb_id', 'kb_name', 'status', 'created_at', 'updated_at'] as const
@@ -31,10 +38,10 @@ export interface KbListOrder {
 
 export type PatchKb = Partial<Omit<CreateKb, 'kb_id'>>
 
-const COLUMNS = 'kb_id, kb_name, description, tags, status, created_at, updated_at'
+const COLUMNS = 'kb_id, kb_name, description, tags, status, visibility, created_at, updated_at'
 
 // The older service's texts (notes.md), which its clients match on.
-export const kbNotFound = (kbId: string) => notFound(`KB not found: ${clip(kbId)}`, 'KB_NOT_FOUND')
+export { kbNotFound }
 const kbExists = (kbId: string) => conflict(`KB already exists: ${kbId}`, 'KB_EXISTS')
 
 /**
@@ -46,7 +53,8 @@ const kbExists = (kbId: string) => conflict(`KB already exists: ${kbId}`, 'KB_EX
 export type KbDeleteGuard = (kbId: string, db: SqlRunner) => void | Promise<void>
 
 export interface KbService {
-  create(input: CreateKb, createdBy?: string | null): Promise<KnowledgeBase>
+  /** `db`: a transaction to create it in (the access-controlled edition adds the owner in the same one). */
+  create(input: CreateKb, createdBy?: string | null, db?: SqlRunner): Promise<KnowledgeBase>
   /** Default order: kb_id ascending. */
   list(order?: KbListOrder): Promise<KnowledgeBase[]>
   get(kbId: string): Promise<KnowledgeBase>
@@ -89,12 +97,12 @@ export function createKbService(adapters: Adapters, settings: Readonly<Settings>
   }
 
   const service: KbService = {
-    async create(input, createdBy = null) {
+    async create(input, createdBy = null, db = sql) {
       try {
-        const rows = await sql.query<KnowledgeBase>(
-          `INSERT INTO knowledge_bases (kb_id, kb_name, description, tags, created_by)
-           VALUES ($1, $2, $3, $4::jsonb, $5) RETURNING ${COLUMNS}`,
-          [input.kb_id, input.kb_name ?? '', input.description ?? null, input.tags ?? [], createdBy],
+        const rows = await db.query<KnowledgeBase>(
+          `INSERT INTO knowledge_bases (kb_id, kb_name, description, tags, created_by, visibility)
+           VALUES ($1, $2, $3, $4::jsonb, $5, $6) RETURNING ${COLUMNS}`,
+          [input.kb_id, input.kb_name ?? '', input.description ?? null, input.tags ?? [], createdBy, input.visibility ?? 'private'],
         )
         return rows[0]
       } catch (err) {
@@ -120,7 +128,7 @@ export function createKbService(adapters: Adapters, settings: Readonly<Settings>
     async patch(kbId, input) {
       const sets: string[] = []
       const params: unknown[] = [kbId]
-      for (const key of ['kb_name', 'description', 'tags'] as const) {
+      for (const key of ['kb_name', 'description', 'tags', 'visibility'] as const) {
         if (input[key] === undefined) continue
         params.push(input[key])
         sets.push(`${key} = $${params.length}${key === 'tags' ? '::jsonb' : ''}`)

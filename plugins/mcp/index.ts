@@ -3,6 +3,7 @@
 import { createRequire } from 'node:module'
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { definePlugin, type Caller } from '../../kernel/plugin.ts'
+import type { AuthzService } from '../authz/types.ts'
 import type { DocsPlugin } from '../docs/index.ts'
 import type { KbService } from '../kb/service.ts'
 import type { SearchService } from '../search/service.ts'
@@ -26,13 +27,14 @@ const version = (require('../../package.json') as { version: string }).version
 
 export default definePlugin<McpService & { close(): Promise<void> }>({
   name: 'mcp',
-  dependsOn: ['kb', 'docs', 'search'],
+  dependsOn: ['kb', 'docs', 'search', 'authz'],
   register(ctx) {
     const deps: ToolDeps = {
       search: ctx.use<SearchService>('search'),
       kbs: ctx.use<KbService>('kb'),
       docs: ctx.use<DocsPlugin>('docs').service,
       log: ctx.log,
+      authz: ctx.use<AuthzService | null>('authz'),
     }
     // The SDK and the schemas load on the first MCP request, not at every start of the service.
     let tools: Promise<typeof import('./tools.ts')> | undefined

@@ -3,12 +3,16 @@
 // (/mcp/messages?session_id=...); answers travel back on the stream. The SDK's SSE server transport writes
 // to a node:http response, which the uWS kernel does not have, hence this small Transport of our own.
 // Sessions live in this process: behind several instances, route a session's requests to one instance.
+// [ENT] A session belongs to the user who opened it: a message from anyone else (or from no one) is refused as
+// if the session did not exist, so a leaked session id gives nobody else that user's access. Its tools run with
+// the Caller of the opening request, so a message whose own token carries other groups or another super-admin
+// status is refused too (403): what the token says now must decide, and the client opens a new session.
 import { randomUUID } from 'node:crypto'
 import { PassThrough } from 'node:stream'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js'
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js'
 import { AppError, clip } from '../../kernel/errors.ts'
-import { rawReply, streamReply, type PluginContext } from '../../kernel/plugin.ts'
+import { rawReply, streamReply, type Caller, type PluginContext } from '../../kernel/plugin.ts'
 import { MCP_PATH } from './http.ts'
 import type { McpServerFactory } from './index.ts'
 
@@ -17,9 +21,14 @@ export const MESSAGES_PATH = `${MCP_PATH}/messages`
 const MAX_SESSIONS = 1000
 const KEEP_ALIVE_MS = 15_000
 
+/** What the session's tools were given that a later token of the same user may change (roles come from the store). */
+const grantsOf = (c: Caller) => JSON.stringify([c.is_super_admin, [...c.groups].sort()])
+
 class SseTransport implements Transport {
   readonly sessionId = randomUUID()
   readonly stream = new PassThrough()
+  /** [ENT] Who opened it; null in the base edition. */
+  opener: Caller | null = null
   onclose?: () => void
   onerror?: (error: Error) => void
   onmessage?: (message: JSONRPCMessage) => void
@@ -70,6 +79,7 @@ export function registerSseRoutes(ctx: PluginContext, createServer: McpServerFac
       if (sessions.size >= MAX_SESSIONS) throw new AppError('MCP_TOO_MANY_SESSIONS', 503, `At most ${MAX_SESSIONS} MCP SSE sessions are open at once; use Streamable HTTP at ${MCP_PATH}`)
       const server = await createServer(req.caller)
       const transport = new SseTransport()
+      transport.opener = req.caller
       sessions.set(transport.sessionId, transport)
       transport.onclose = () => {
         sessions.delete(transport.sessionId)
@@ -88,8 +98,12 @@ export function registerSseRoutes(ctx: PluginContext, createServer: McpServerFac
     responses: { 202: { description: 'Accepted; the answer comes on the session\'s stream' }, 400: { description: 'Not a JSON-RPC message' }, 404: { description: 'No such session' } },
     handler: async (req) => {
       const id = typeof req.query.session_id === 'string' ? req.query.session_id : ''
-      const transport = sessions.get(id)
+      const found = sessions.get(id)
+      const transport = found && (found.opener?.user_id ?? null) === (req.caller?.user_id ?? null) ? found : undefined
       if (!transport) throw new AppError('MCP_SESSION_NOT_FOUND', 404, `MCP session '${clip(id)}' not found: open one with GET ${SSE_PATH}`)
+      if (transport.opener && req.caller && grantsOf(transport.opener) !== grantsOf(req.caller)) {
+        throw new AppError('MCP_SESSION_CALLER_CHANGED', 403, `MCP session '${clip(id)}' was opened with other groups or super-admin status than this token's: open a new one with GET ${SSE_PATH}`)
+      }
       const { JSONRPCMessageSchema } = await (types ??= import('@modelcontextprotocol/sdk/types.js'))
       const parsed = JSONRPCMessageSchema.safeParse(req.body)
       if (!parsed.success) throw new AppError('MCP_BAD_MESSAGE', 400, 'Not a JSON-RPC 2.0 message')

@@ -8,6 +8,7 @@ import type { Logger } from '../../kernel/log.ts'
 import type { Caller } from '../../kernel/plugin.ts'
 import { couldExist } from '../../kernel/schemas.ts'
 import { publicRecord, type DocsService } from '../docs/service.ts'
+import type { AuthzService } from '../authz/types.ts'
 import type { KbService } from '../kb/service.ts'
 import { SearchFilterArg } from '../search/filter.ts'
 import { MAX_QUERY_CHARS, TOP_K_MAX } from '../search/schemas.ts'
@@ -18,6 +19,8 @@ export interface ToolDeps {
   kbs: KbService
   docs: DocsService
   log: Logger
+  /** [ENT] The same access rules as the REST API (spec 4.11); null in the base edition. */
+  authz?: AuthzService | null
 }
 
 export interface ServerInfo {
@@ -30,7 +33,7 @@ export const TOOL_NAMES = ['search', 'list_knowledge_bases', 'get_document', 'ge
 const SearchInput = {
   query: z.string().min(1).max(MAX_QUERY_CHARS).describe(`What to look for, in natural language (1 to ${MAX_QUERY_CHARS} characters).`),
   kb_ids: z.array(z.string().min(1)).max(100).optional()
-    .describe('Knowledge bases to search (see list_knowledge_bases). Omit to search every knowledge base.'),
+    .describe('Knowledge bases to search (see list_knowledge_bases). Omit to search every knowledge base the caller may read.'),
   top_k: z.number().int().min(1).max(TOP_K_MAX).optional()
     .describe(`Maximum number of passages returned (1 to ${TOP_K_MAX}; default: the service setting).`),
   mode: z.enum(['hybrid', 'similarity']).optional()
@@ -109,7 +112,8 @@ function ok(value: Record<string, unknown>): CallToolResult {
 function toolError(err: unknown, log: Logger, tool: string): CallToolResult {
   let text: string
   if (err instanceof AppError) {
-    text = err.message
+    // A refusal says so the way the REST API would (the model may tell the user to ask for access).
+    text = err.status === 403 ? `403 Forbidden: ${err.message}` : err.message
     if (err.status >= 500) log.warn({ err, tool }, 'MCP tool failed')
   } else {
     text = 'Internal error'
@@ -138,7 +142,12 @@ function hit(r: SearchResultItem): z.infer<typeof SearchHit> {
  * stdio): the tools pass it to the services, which is where an access-controlled edition checks it.
  */
 export function createMcpServer(deps: ToolDeps, info: ServerInfo, caller: Caller | null = null): McpServer {
-  const { log } = deps
+  const { log, authz } = deps
+  /** [ENT] The KBs the caller may read, of `ids` or of all; every KB (or `ids` as given) in the base edition. */
+  const readable = async (ids?: string[]): Promise<string[]> => {
+    if (authz) return authz.access.readable(caller, ids)
+    return ids ?? (await deps.kbs.list()).map((kb) => kb.kb_id)
+  }
   const server = new McpServer(info, {
     capabilities: { tools: {} },
     instructions: 'Quarry searches knowledge bases of documents. Call list_knowledge_bases to see what exists, search to find passages, get_document for a document\'s record.',
@@ -160,10 +169,11 @@ export function createMcpServer(deps: ToolDeps, info: ServerInfo, caller: Caller
     annotations: READ_ONLY,
   }, guarded('search', async ({ query, kb_ids, top_k, mode, min_score, filter }) => {
     let ids = kb_ids
-    if (ids === undefined) {
-      ids = (await deps.kbs.list()).map((kb) => kb.kb_id)
-      // "Every knowledge base" of an empty service is an empty answer, not the 422 of an explicit empty list.
-      if (ids.length === 0) return { results: [], latency_ms: 0 }
+    if (ids === undefined || authz) {
+      ids = await readable(ids)
+      // "Every knowledge base" of an empty service is an empty answer, not the 422 of an explicit empty list;
+      // [ENT] so is a list of which the caller may read none (the REST search answers the same).
+      if (ids.length === 0 && (kb_ids === undefined || kb_ids.length > 0)) return { results: [], latency_ms: 0 }
     }
     const options: Record<string, unknown> = {}
     if (top_k !== undefined) options.top_k = top_k
@@ -179,14 +189,21 @@ export function createMcpServer(deps: ToolDeps, info: ServerInfo, caller: Caller
     description: 'Lists the knowledge bases that can be searched, with their id, name, description and tags.',
     outputSchema: KnowledgeBases,
     annotations: READ_ONLY,
-  }, guarded('list_knowledge_bases', async () => ({
-    knowledge_bases: (await deps.kbs.list()).map((kb) => ({ id: kb.kb_id, name: kb.kb_name, description: kb.description, tags: kb.tags })),
-  })))
+  }, guarded('list_knowledge_bases', async () => {
+    let kbs = await deps.kbs.list()
+    if (authz) {
+      const ok = new Set(await readable())
+      kbs = kbs.filter((kb) => ok.has(kb.kb_id))
+    }
+    return { knowledge_bases: kbs.map((kb) => ({ id: kb.kb_id, name: kb.kb_name, description: kb.description, tags: kb.tags })) }
+  }))
 
   const getDocument = guarded<{ kb_id: string; doc_id: string }>('get_document', async ({ kb_id, doc_id }) => {
     // An id no document can have (a NUL, a wrong length) is not looked up: the database would refuse some of them.
     if (!couldExist('kb_id', kb_id) || !couldExist('doc_id', doc_id)) return { status: 'not_found' }
     try {
+      // [ENT] viewer on the KB: an absent KB is not_found below (404), no access a tool error (403).
+      await authz?.access.require(caller, kb_id, 'viewer')
       return publicRecord(await deps.docs.get(kb_id, doc_id)) as unknown as Record<string, unknown>
     } catch (err) {
       if (err instanceof AppError && err.status === 404) return { status: 'not_found' }

@@ -1,24 +1,46 @@
 // POST /api/search (spec 4.10) and the search cache of the older service (DELETE /api/search/cache).
+// [ENT] The access hook narrows kb_ids to the KBs the caller may read (route access `filter`); when the client
+// named KBs and none of them remains the answer is an empty result (200). kb_ids empty or missing is the same 422
+// as in the base edition (notes.md): the client named nothing.
+import { ValidationError } from '../../kernel/errors.ts'
 import { definePlugin, rawReply } from '../../kernel/plugin.ts'
+import { allFilteredOut } from '../authz/access.ts'
 import { ErrorResponse } from '../../kernel/schemas.ts'
 import { createCachedSearch, settingsFingerprint } from './cache.ts'
 import { CacheClearQuery, CacheClearResponse, SearchBody, SearchResponse } from './schemas.ts'
-import { createSearchService, type SearchService } from './service.ts'
+import { createSearchService, type SearchInput, type SearchOutput, type SearchService } from './service.ts'
 
 export type { SearchService }
 
 export default definePlugin<SearchService>({
   name: 'search',
-  dependsOn: ['kb'],
+  dependsOn: ['kb', 'authz'],
   register(ctx) {
     const service = createSearchService(ctx.adapters, ctx.settings, ctx.log)
+    /** [ENT] No readable KB left: the normal envelope with nothing in it (the request is still validated). */
+    const emptyAnswer = (input: SearchInput): SearchOutput => {
+      if (input.query.trim().length === 0) throw new ValidationError([{ loc: ['body', 'query'], msg: 'query must not be blank', type: 'string_too_short' }])
+      const opts = service.resolveOptions(input.options)
+      return {
+        query: input.query,
+        results: [],
+        meta: {
+          total_candidates: 0, returned: 0, search_mode: opts.mode, score_threshold: opts.mode === 'similarity' ? opts.min_score : 0.0,
+          reranked: false, rerank_provider: 'none', rerank_fallback: false, cache_status: 'miss', latency_ms: 0,
+        },
+      }
+    }
     const cached = createCachedSearch(service, ctx.adapters.searchCache, settingsFingerprint(ctx.settings.retrieval, ctx.adapters.embedder), ctx.log)
     ctx.route({
       method: 'POST', path: '/api/search', summary: 'Search one or many knowledge bases (hybrid or similarity)', tags: ['search'],
-      body: SearchBody, access: { level: 'viewer', kb: { from: 'body', name: 'kb_ids' } },
+      body: SearchBody, access: { level: 'viewer', kb: { from: 'body', name: 'kb_ids', filter: true } },
+      description: '[ENT] KBs of kb_ids the caller cannot read are dropped; none left: 200 with no results (kb_ids empty or missing: 422).',
       responses: { 200: { description: 'Results and meta', schema: SearchResponse }, 422: { description: 'kb_ids empty, or a bad query or option', schema: ErrorResponse } },
       // Serialised once (or taken from the cache as text), straight to the wire.
-      handler: async (req) => rawReply(200, await cached.searchJson(req.body), 'application/json'),
+      handler: async (req) => {
+        if (allFilteredOut(req)) return emptyAnswer(req.body)
+        return rawReply(200, await cached.searchJson(req.body), 'application/json')
+      },
     })
     ctx.route({
       method: 'DELETE', path: '/api/search/cache', summary: 'Clear cached search answers, of one knowledge base or all', tags: ['search'],
