@@ -6,8 +6,9 @@ import connectors from '../plugins/connectors/index.ts'
 import docs from '../plugins/docs/index.ts'
 import health from '../plugins/health/index.ts'
 import kb from '../plugins/kb/index.ts'
+import limits from '../plugins/limits/index.ts'
 import mcp from '../plugins/mcp/index.ts'
 import metrics from '../plugins/metrics/index.ts'
 import search from '../plugins/search/index.ts'
 
-export const defaultPlugins = (): Plugin<any>[] => [authz, health, kb, docs, connectors, search, mcp, metrics, apidocs]
+export const defaultPlugins = (): Plugin<any>[] => [authz, health, kb, docs, connectors, search, mcp, metrics, apidocs, limits]

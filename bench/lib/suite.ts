@@ -71,6 +71,11 @@ export const SUITE: readonly SuiteEntry[] = [
     name: 'connectors', file: 'connectors.bench.ts', what: 'first sync of a 1,000-page web site and a 1,000-file repository (pages/s, files/s); second sync of the unchanged source vs the first',
     options: (mode) => (mode === 'smoke' ? { quick: true, articlesPerSite: 40, files: 60 } : quickUnlessFull(mode)),
   },
+  {
+    name: 'mixed-load', file: 'mixed-load.bench.ts', what: 'search p99 at a fixed rate while documents are ingested and deleted and a connector syncs, vs the same search with no writes (services driver set; skipped without TEST_POSTGRES_URL / TEST_REDIS_URL)',
+    // Full: two 60-s phases (baseline, mixed); quick: 15 s each.
+    options: (mode) => (mode === 'smoke' ? { quick: true, seconds: 4, seedDocs: 12, articles: 20 } : quickUnlessFull(mode)),
+  },
 ]
 
 export const suiteNames = (): string[] => SUITE.map((e) => e.name)

@@ -10,6 +10,7 @@ import { parseHTML } from 'linkedom'
 import type { HtmlExtractionPolicy, ParsedDocument } from '../types.ts'
 import { decodeText } from './encoding.ts'
 import { ParseCode, parseError } from './errors.ts'
+import { checkHtmlDepth } from './html-depth.ts'
 import { domToText, isElement, linkDensity, tagOf } from './html-text.ts'
 import type { DomElement } from './html-text.ts'
 import type { ParserInput } from './registry.ts'
@@ -129,6 +130,7 @@ export function extractHtmlText(html: string, policy: HtmlExtractionPolicy, file
 
 export function parseHtml(input: ParserInput): ParsedDocument {
   const { text: html } = decodeText(input.bytes, { declaredCharset: sniffHtmlCharset(input.bytes) })
+  checkHtmlDepth(html)
   const { title, text } = extractHtmlText(html, input.policy, input.filename)
   if (!text.trim()) throw parseError(ParseCode.NO_CONTENT, 'no main content found in HTML')
   return { title, doc_type: 'html', pages: [{ page_num: 1, page_label: '1', text }] }

@@ -1,6 +1,6 @@
 // Multipart bodies streamed through busboy: each file reaches the caller as a stream while it arrives,
 // so an upload is never buffered whole and a file over the cap is refused as soon as it passes it.
-import type { Readable } from 'node:stream'
+import { PassThrough, type Readable } from 'node:stream'
 import busboy from 'busboy'
 import { AppError, clip, unprocessable, ValidationError } from '../errors.ts'
 import type { Request } from '../plugin.ts'
@@ -19,6 +19,12 @@ export interface MultipartOptions {
   maxFiles?: number
   /** Called once per file, in order; the next file is not read until the returned promise settles. */
   onFile(file: MultipartFile): Promise<void>
+  /**
+   * A file part whose name cannot be stored (control characters, too long): without this option the whole form is
+   * refused with that 422; with it the part is drained and reported here, in order, and the form goes on (a batch
+   * reports it as one failed entry and keeps the others).
+   */
+  onRefusedFile?(refused: { field: string; filename: string; error: ValidationError }): void
 }
 
 /**
@@ -80,27 +86,37 @@ export function readMultipart(req: Request<any, any, any>, opts: MultipartOption
       if (msg) fail(new ValidationError([unstorableIssue(['body', clip(name)], msg)]))
       else fields[name] = value
     })
-    parser.on('file', (rawField: string | undefined, stream, info) => {
+    parser.on('file', (rawField: string | undefined, part, info) => {
       // The reader sees a stream error through its own read; this listener keeps an unread one from crashing.
-      stream.on('error', () => {})
+      part.on('error', () => {})
       const field = rawField ?? ''
       const refused = filePartIssue(field, info.filename ?? '', info.mimeType ?? '')
       if (refused) {
-        stream.resume()
-        fail(refused)
+        part.resume()
+        const report = opts.onRefusedFile
+        if (!report || unstorable(field) || unstorable(info.mimeType ?? '')) fail(refused)
+        else chain = chain.then(() => report({ field, filename: info.filename ?? '', error: refused }))
         return
       }
-      stream.on('limit', () => {
+      // The handler reads a stream of its own: busboy finishes the form only once every part's stream has
+      // ended, so a part over the cap must never be destroyed, only cut off from its reader and drained.
+      // (Destroying it hung a batch request with a file over the cap forever.)
+      const stream = new PassThrough()
+      stream.on('error', () => {})
+      part.on('error', (err) => stream.destroy(err))
+      part.on('limit', () => {
         stream.destroy(new AppError('FILE_TOO_LARGE', 422, `File '${clip(info.filename ?? '')}' is larger than the ${formatBytes(opts.maxFileBytes)} limit`))
       })
+      part.pipe(stream)
       chain = chain.then(async () => {
         if (failed) {
-          stream.resume()
+          part.resume()
           return
         }
         await opts.onFile({ field, filename: info.filename ?? '', mimeType: info.mimeType ?? '', stream })
-        // Whatever the handler did not read is drained so the next part can arrive.
-        if (!stream.readableEnded && !stream.destroyed) stream.resume()
+        // Whatever the handler did not read is drained so the next part can arrive (pipe lets go of a destroyed reader).
+        if (stream.destroyed) part.resume()
+        else if (!stream.readableEnded) stream.resume()
       })
       chain.catch(fail)
     })

@@ -7,8 +7,9 @@ import type { Adapters } from '../../adapters/ports.ts'
 import type { DocType } from '../../compute/types.ts'
 import type { Settings } from '../../kernel/config/schema.ts'
 import { AppError } from '../../kernel/errors.ts'
+import { kbFrozen } from '../kb/errors.ts'
 import type { Logger } from '../../kernel/log.ts'
-import { newDocId, type DocRepo } from '../docs/repo.ts'
+import { newDocId, type DocRepo, type DocumentRecord } from '../docs/repo.ts'
 import { INGEST_TOPIC, type DocEvent, type DocsService } from '../docs/service.ts'
 import { isActive, truncateError, type DocStatus } from '../docs/states.ts'
 import type { ConnectorRepo, ConnectorRow, LastSync } from './repo.ts'
@@ -203,6 +204,16 @@ export function createEngine(deps: EngineDeps) {
   const running = new Map<string, AbortController>()
   let closing = false
 
+  /**
+   * [ENT] A frozen KB takes no writes, a connector's neither (scheduled or not): the sync ends with this error
+   * (status error) and nothing is stored or pruned. Checked before the source starts, before each document it
+   * stores and before pruning, so a KB frozen during a sync stops it too.
+   */
+  async function refuseFrozen(c: ConnectorRow): Promise<void> {
+    const rows = await adapters.sql.query<{ status: string }>('SELECT status FROM knowledge_bases WHERE kb_id = $1', [c.kb_id])
+    if (rows[0]?.status === 'frozen') throw kbFrozen(c.kb_id)
+  }
+
   async function knownDocs(c: ConnectorRow): Promise<Map<string, KnownDoc>> {
     const rows = await adapters.sql.query<KnownDoc & { source: string }>(
       `SELECT doc_id, source, status, content_version, storage_key FROM documents WHERE connector_id = $1::uuid`, [c.connector_id])
@@ -341,6 +352,7 @@ export function createEngine(deps: EngineDeps) {
         const prev = known.get(item.source)
         if (prev && prev.content_version === item.version && prev.status !== 'failed' && prev.status !== 'deleted') return 'unchanged'
         if (prev && isActive(prev.status)) return 'busy'
+        await refuseFrozen(c)
         const outcome = await storeItem(c, item, prev)
         if (outcome.docId) {
           queued.push(outcome.docId)
@@ -354,6 +366,7 @@ export function createEngine(deps: EngineDeps) {
     let outcome: LastSync['outcome'] = 'completed'
     const fetchStarted = performance.now()
     try {
+      await refuseFrozen(c)
       await deps.sources[c.source_type](ctx)
     } catch (err) {
       if (err instanceof SyncStopped) stopped = err
@@ -368,6 +381,7 @@ export function createEngine(deps: EngineDeps) {
     const waitFor = [...queued]
     try {
       if (!stopped && !error && !truncated) {
+        await refuseFrozen(c)
         const gone = await prune(c, known, kept)
         pruned = gone.length
         waitFor.push(...gone)
@@ -378,7 +392,7 @@ export function createEngine(deps: EngineDeps) {
     } catch (err) {
       if (err instanceof SyncStopped) stopped = err
       else if (err instanceof TimedOut) outcome = 'timed_out'
-      else error ??= `Sync failed: ${(err as Error).message}`
+      else error ??= err instanceof AppError ? err.message : `Sync failed: ${(err as Error).message}`
     } finally {
       clearInterval(heartbeat)
     }
@@ -444,22 +458,26 @@ export function createEngine(deps: EngineDeps) {
    */
   async function storeItem(c: ConnectorRow, item: SourceItem, prev: KnownDoc | undefined): Promise<{ result: StoreOutcome; docId?: string }> {
     const fields = { title: item.title, source_uri: item.sourceUri, doc_type: item.docType, content_type: item.contentType }
-    let doc = prev ? await docRepo.transition(prev.doc_id, [prev.status], 'fetching', fields) : null
+    let doc: DocumentRecord | null = null
     let oldKey = prev?.storage_key ?? null
-    if (!prev) {
-      await beforeNewDocument(c)
-      doc = await docRepo.insert({
-        doc_id: newDocId(), kb_id: c.kb_id, source: item.source, status: 'fetching', source_type: c.source_type,
-        connector_id: c.connector_id, ...fields,
-      })
-      if (!doc) {
+    if (prev && prev.status !== 'deleted') doc = await docRepo.transition(prev.doc_id, [prev.status], 'fetching', fields)
+    else {
+      const added = await addNewDocument(c, item.source, async (r): Promise<{ doc: DocumentRecord | null; oldKey?: string | null } | { result: StoreOutcome }> => {
+        if (prev) return { doc: await r.transition(prev.doc_id, ['deleted'], 'fetching', fields) }
+        const inserted = await r.insert({
+          doc_id: newDocId(), kb_id: c.kb_id, source: item.source, status: 'fetching', source_type: c.source_type,
+          connector_id: c.connector_id, ...fields,
+        })
+        if (inserted) return { doc: inserted }
         // The source exists already in the KB (uploaded directly, or another connector): reuse its doc_id.
-        const existing = await docRepo.findBySource(c.kb_id, item.source)
+        const existing = await r.findBySource(c.kb_id, item.source)
         if (!existing || isActive(existing.status)) return { result: 'busy' }
         if (existing.content_version === item.version && existing.status !== 'failed' && existing.status !== 'deleted') return { result: 'unchanged' }
-        oldKey = existing.storage_key
-        doc = await docRepo.transition(existing.doc_id, [existing.status], 'fetching', fields)
-      }
+        return { doc: await r.transition(existing.doc_id, [existing.status], 'fetching', fields), oldKey: existing.storage_key }
+      })
+      if ('result' in added) return { result: added.result }
+      doc = added.doc
+      if (added.oldKey !== undefined) oldKey = added.oldKey
     }
     if (!doc) return { result: 'busy' }
     const key = `${c.kb_id}/${doc.doc_id}/${item.fileName}`
@@ -491,11 +509,13 @@ export function createEngine(deps: EngineDeps) {
   }
 
   /**
-   * Runs before every new document a connector creates: the ingest hooks of the documents service, where the
-   * document cap (issue 15) plugs in. A hook's 403 ends the sync cleanly with its message as last_error.
+   * A document new to the KB (or back after its deletion): the documents service's ingest hooks and [ENT] document
+   * cap, the check atomic with `add`. A refusal (403 `Document limit reached ...`) propagates out of the source and
+   * ends the sync cleanly with its message as last_error; what was stored before it stays.
    */
-  async function beforeNewDocument(c: ConnectorRow): Promise<void> {
-    await docs.runHooks(c.kb_id, null, 'connector')
+  async function addNewDocument<R>(c: ConnectorRow, source: string, add: (r: DocRepo) => Promise<R>): Promise<R> {
+    const max = await docs.beforeDocument(c.kb_id, source, null, 'connector')
+    return docs.addDocument(c.kb_id, source, max, add)
   }
 
   return {

@@ -1,7 +1,7 @@
 // Document rows on the metadata port. Status changes go through transition(): a compare-and-set on the
 // states the caller expects, so a write based on a stale read never lands (a `fail` is never overwritten).
 import { randomBytes } from 'node:crypto'
-import type { SqlRunner } from '../../adapters/ports.ts'
+import type { Sql, SqlRunner } from '../../adapters/ports.ts'
 import { isForeignKeyViolation, isUniqueViolation } from '../../adapters/metadata/common.ts'
 import { kbNotFound } from '../kb/service.ts'
 import { STABLE, STATUSES, type DocStatus } from './states.ts'
@@ -253,4 +253,53 @@ export function emptyCounts(): DocCounts {
   const c = { total: 0 } as DocCounts
   for (const s of STATUSES) c[s] = 0
   return c
+}
+
+/** A document that would exceed the [ENT] document cap: the KB's non-deleted documents and the cap. */
+export interface DocCapBlock {
+  count: number
+  max: number
+}
+
+/**
+ * Non-deleted documents of the KB when adding `source` would make a new one; null when a non-deleted document of
+ * that source exists (a replacement is not a new document). A deleted one coming back counts as new.
+ */
+async function countIfNew(db: SqlRunner, kbId: string, source: string): Promise<number | null> {
+  const [row] = await db.query<{ replaces: boolean; n: number }>(
+    `SELECT EXISTS (SELECT 1 FROM documents WHERE kb_id = $1 AND source = $2 AND status <> 'deleted') AS replaces,
+       (SELECT count(*)::int FROM documents WHERE kb_id = $1 AND status <> 'deleted') AS n`,
+    [kbId, source],
+  )
+  return row.replaces ? null : row.n
+}
+
+/** The cheap check before any work (no lock): the block when the KB is at the cap already. */
+export async function docCapPrecheck(db: SqlRunner, kbId: string, source: string, max: number): Promise<DocCapBlock | null> {
+  const n = await countIfNew(db, kbId, source)
+  return n !== null && n >= max ? { count: n, max } : null
+}
+
+/**
+ * The [ENT] document cap's atomic step: `add` (which inserts or revives the document of `source` through the repo
+ * it is handed) runs in one transaction with the count, under a lock on the KB row, so that concurrent additions
+ * at cap - 1 let exactly one through. While a cap is in force every addition to the KB comes through here (a
+ * super-admin's with max Infinity: never refused, still serialised), so no insert of the same source races this one. The lock is FOR NO KEY UPDATE: it serialises these steps and KB writes, not
+ * the foreign-key checks of other document writes. Everything inside must go through the repo given (the embedded
+ * store serialises transactions: another runner would wait for this one). 404 when the KB does not exist.
+ */
+export async function addWithinDocCap<R>(db: Sql, opts: DocRepoOptions, kbId: string, source: string, max: number,
+  add: (repo: DocRepo) => Promise<R>): Promise<{ ok: true; value: R } | ({ ok: false } & DocCapBlock)> {
+  return db.transaction(async (tx) => {
+    const kb = await tx.query('SELECT 1 FROM knowledge_bases WHERE kb_id = $1 FOR NO KEY UPDATE', [kbId])
+    if (kb.length === 0) throw kbNotFound(kbId)
+    const n = await countIfNew(tx, kbId, source)
+    if (n !== null && n >= max) return { ok: false as const, count: n, max }
+    const repo = createDocRepo(tx, opts)
+    // An insert that meets an existing row would abort the transaction (PostgreSQL; the driver rethrows at commit
+    // even when it was caught): under the lock the row is looked for first, and the insert answers null as outside.
+    const insert = repo.insert
+    repo.insert = async (doc) => ((await repo.findBySource(doc.kb_id, doc.source)) ? null : insert(doc))
+    return { ok: true as const, value: await add(repo) }
+  })
 }

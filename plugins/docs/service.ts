@@ -9,7 +9,7 @@ import { formatBytes, readMultipart, type MultipartFile } from '../../kernel/htt
 import type { Caller, Request } from '../../kernel/plugin.ts'
 import { kbNotFound, type KbService } from '../kb/service.ts'
 import { baseName, CONTENT_TYPES, contentDisposition, docTypeOf, extensionOf, titleFromFilename } from './formats.ts'
-import { createDocRepo, emptyCounts, newDocId, type DocCounts, type DocumentRecord, type ListFilter } from './repo.ts'
+import { addWithinDocCap, createDocRepo, docCapPrecheck, emptyCounts, newDocId, type DocCapBlock, type DocCounts, type DocRepo, type DocumentRecord, type ListFilter } from './repo.ts'
 import { FAIL_REASON, FAILABLE, isActive, RECOVER_REASON, STABLE, truncateError, UNDELETABLE, type DocStatus } from './states.ts'
 
 export const INGEST_TOPIC = 'ingest'
@@ -28,6 +28,16 @@ export interface UploadResult {
 /** Runs before every new ingest (upload, batch, connector sync); throws an AppError (403) to block it. */
 export type IngestHook = (input: { kbId: string; caller: Caller | null; kind: 'upload' | 'batch' | 'connector' }) => void | Promise<void>
 
+/**
+ * [ENT] The document cap in force for a new document of this KB added by this caller: the runtime max_docs_count,
+ * 0 for none (unlimited), Infinity for a caller it does not apply to while it is in force (a super-admin: never
+ * refused, but added under the same lock as the others). Installed by the limits plugin; the base edition has none.
+ */
+export type DocCap = (kbId: string, caller: Caller | null) => Promise<number>
+
+export const docLimitReached = (kbId: string, block: DocCapBlock) =>
+  new AppError('DOC_LIMIT', 403, `Document limit reached for KB '${clip(kbId)}': ${block.count}/${block.max}`)
+
 export const activeConflict = (doc: { doc_id: string; status: string }) =>
   conflict(`Document is active, try again later: doc_id=${doc.doc_id} status=${doc.status}`, 'DOC_ACTIVE')
 
@@ -43,8 +53,10 @@ export function publicRecord(d: DocumentRecord): Omit<DocumentRecord, 'content_t
 }
 
 export function createDocsService(adapters: Adapters, settings: Readonly<Settings>, kbs: KbService) {
-  const repo = createDocRepo(adapters.sql, { chunkStrategy: settings.chunking.strategy })
+  const repoOpts = { chunkStrategy: settings.chunking.strategy }
+  const repo = createDocRepo(adapters.sql, repoOpts)
   const hooks: IngestHook[] = []
+  let docCap: DocCap | null = null
   const maxBytes = settings.ingestion.max_file_size_mb * 1024 * 1024
 
   const enqueue = async (event: DocEvent) => {
@@ -57,6 +69,33 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
 
   const runHooks = async (kbId: string, caller: Caller | null, kind: 'upload' | 'batch' | 'connector') => {
     for (const hook of hooks) await hook({ kbId, caller, kind })
+  }
+
+  /**
+   * Before any work on a document of `source` (upload, batch entry, connector item): the ingest hooks, then the
+   * document cap's cheap check (no lock), so that a blocked upload is refused before its file is stored. Returns
+   * the cap for addDocument (0: none).
+   */
+  const beforeDocument = async (kbId: string, source: string, caller: Caller | null, kind: 'upload' | 'batch' | 'connector'): Promise<number> => {
+    await runHooks(kbId, caller, kind)
+    const max = docCap ? await docCap(kbId, caller) : 0
+    if (max > 0 && Number.isFinite(max)) {
+      const block = await docCapPrecheck(adapters.sql, kbId, source, max)
+      if (block) throw docLimitReached(kbId, block)
+    }
+    return max
+  }
+
+  /**
+   * Adds or replaces the document of `source`: `add` inserts it (or moves the existing row) through the repo it is
+   * given. Under a cap (max > 0) that runs atomically with the count (repo.ts addWithinDocCap): a new document
+   * over the cap is refused with 403 even when a concurrent one got in between the precheck and here.
+   */
+  const addDocument = async <R>(kbId: string, source: string, max: number, add: (r: DocRepo) => Promise<R>): Promise<R> => {
+    if (max <= 0) return add(repo)
+    const out = await addWithinDocCap(adapters.sql, repoOpts, kbId, source, max, add)
+    if (!out.ok) throw docLimitReached(kbId, out)
+    return out.value
   }
 
   const requireDoc = async (kbId: string, docId: string) => {
@@ -106,7 +145,7 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
       const ext = extensionOf(source)
       throw unprocessable(`Unsupported file format: ${ext ? `.${clip(ext, 32)}` : `no extension in '${clip(source)}'`}`, 'UNSUPPORTED_FORMAT')
     }
-    await runHooks(kbId, caller, kind)
+    const max = await beforeDocument(kbId, source, caller, kind)
 
     const docId = newDocId()
     const key = `${kbId}/${docId}/${source}`
@@ -130,27 +169,25 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
       storage_key: key, file_size: info.size, etag: info.etag, content_version: info.etag, doc_type: docType, content_type: file.mimeType,
       pending_op: 'ingest' as const, title: titleFromFilename(source),
     }
-    let doc: DocumentRecord | null
+    let doc: DocumentRecord
+    const replaced = { key: null as string | null }
     try {
-      doc = await repo.insert({ doc_id: docId, kb_id: kbId, source, status: 'pending', source_type: 's3', ...fields })
+      doc = await addDocument(kbId, source, max, async (r) => {
+        const inserted = await r.insert({ doc_id: docId, kb_id: kbId, source, status: 'pending', source_type: 's3', ...fields })
+        if (inserted) return inserted
+        // The name exists: re-upload of a stable document (same doc_id, new content), or 409 while active.
+        const existing = await r.findBySource(kbId, source)
+        if (!existing || isActive(existing.status)) throw activeConflict(existing ?? { doc_id: 'unknown', status: 'pending' })
+        const moved = await r.transition(existing.doc_id, [existing.status], 'pending', { ...fields, last_error: null, duplicate_of: null, received: true })
+        if (!moved) throw activeConflict((await r.getById(existing.doc_id)) ?? existing)
+        replaced.key = existing.storage_key
+        return moved
+      })
     } catch (err) {
       await discard()
       throw err
     }
-    if (!doc) {
-      // The name exists: re-upload of a stable document (same doc_id, new content), or 409 while active.
-      const existing = await repo.findBySource(kbId, source)
-      if (!existing || isActive(existing.status)) {
-        await discard()
-        throw activeConflict(existing ?? { doc_id: 'unknown', status: 'pending' })
-      }
-      doc = await repo.transition(existing.doc_id, [existing.status], 'pending', { ...fields, last_error: null, duplicate_of: null, received: true })
-      if (!doc) {
-        await discard()
-        throw activeConflict((await repo.getById(existing.doc_id)) ?? existing)
-      }
-      if (existing.storage_key && existing.storage_key !== key) await adapters.objects.delete([existing.storage_key]).catch(() => 0)
-    }
+    if (replaced.key && replaced.key !== key) await adapters.objects.delete([replaced.key]).catch(() => 0)
     try {
       await enqueue({ op: 'ingest', kb_id: kbId, doc_id: doc.doc_id, force: true })
     } catch (err) {
@@ -182,7 +219,12 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
     addIngestHook(hook: IngestHook) {
       hooks.push(hook)
     },
-    runHooks,
+    /** [ENT] Installs the document cap (the limits plugin). */
+    setDocumentCap(cap: DocCap) {
+      docCap = cap
+    },
+    beforeDocument,
+    addDocument,
 
     async upload(kbId: string, req: Request<any, any, any>): Promise<UploadResult> {
       let result: UploadResult | null = null
@@ -205,7 +247,7 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
       await requireKb(kbId)
       const results: Record<string, unknown>[] = []
       let firstFailure: string | null = null
-      let blockedBy: { filename: string; error: AppError } | null = null
+      let blockedBy: { filename: string } | null = null
       await readMultipart(req, {
         maxFileBytes: maxBytes,
         onFile: async (file) => {
@@ -216,7 +258,7 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
           const title = baseName(file.filename)
           if (blockedBy) {
             file.stream.resume()
-            results.push({ title, error: `Skipped: batch stopped at ${blockedBy.filename} (${blockedBy.error.message})`, status: 'error' })
+            results.push({ title, error: `Skipped: batch stopped at ${blockedBy.filename}`, status: 'error' })
             return
           }
           try {
@@ -227,8 +269,15 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
             file.stream.resume()
             results.push({ title, error: e.message, status: 'error' })
             firstFailure ??= e.message
-            if (e.status === 403) blockedBy = { filename: title, error: e }
+            if (e.status === 403) blockedBy = { filename: title }
           }
+        },
+        // A name that cannot be stored fails its own entry (shown without its control characters); the batch goes on.
+        onRefusedFile: ({ field, filename, error }) => {
+          if (field !== 'files' && field !== 'file') return
+          const message = error.issues[0]?.msg ?? 'Invalid file name'
+          results.push({ title: clip(baseName(filename).replace(/[\u0000-\u001f\u007f]/g, '?')), error: message, status: 'error' })
+          firstFailure ??= message
         },
       })
       if (results.length === 0) throw new AppError('VALIDATION', 422, "No file in form field 'files'")

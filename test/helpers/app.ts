@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto'
 import type { TestContext } from 'node:test'
 import { createApp, type App } from '../../kernel/app.ts'
 import { resolveSettings } from '../../kernel/config/load.ts'
-import { createLogger } from '../../kernel/log.ts'
+import { createLogger, type Logger } from '../../kernel/log.ts'
 import type { Plugin } from '../../kernel/plugin.ts'
 import { defaultPlugins } from '../../kernel/plugins.ts'
 import { createTempDatabase } from './pg.ts'
@@ -30,6 +30,8 @@ export interface StartOptions {
   services?: boolean
   plugins?: Plugin<any>[]
   listen?: boolean
+  /** The service's logger (default silent): the security suite reads what it writes. */
+  log?: Logger
 }
 
 export async function startApp(t: TestContext | { after(fn: () => unknown): void }, opts: StartOptions = {}): Promise<StartedApp> {
@@ -63,7 +65,7 @@ export async function startApp(t: TestContext | { after(fn: () => unknown): void
     raw.s3 = { endpoint: s3.endpoint, access_key: s3.accessKey, secret_key: s3.secretKey, rag_bucket: s3.bucket, insecure: true, ...raw.s3 }
   }
   const { settings } = resolveSettings(raw, { REDIS_PASSWORD: undefined })
-  const app = await createApp({ settings, plugins: opts.plugins ?? defaultPlugins(), log: createLogger('SILENT') })
+  const app = await createApp({ settings, plugins: opts.plugins ?? defaultPlugins(), log: opts.log ?? createLogger('SILENT') })
   cleanups.unshift(() => app.close())
   t.after(async () => {
     for (const c of cleanups) await c()

@@ -78,8 +78,14 @@ export function badInputSuite(label: string, opts: StartOptions): void {
     for (const [path, disposition, msg] of cases) {
       const { status, body } = await jsonOf(await uploadRaw(svc, kb, disposition, path))
       assert.equal(status, 422, disposition.slice(0, 60))
-      assert.equal(body.detail[0].msg, msg)
-      assert.deepEqual(body.detail[0].loc.slice(-1), ['filename'])
+      if (path === 'upload') {
+        assert.equal(body.detail[0].msg, msg)
+        assert.deepEqual(body.detail[0].loc.slice(-1), ['filename'])
+      } else {
+        // A batch fails that entry alone (spec 4.7 rule 3: `{results, detail}`).
+        assert.equal(body.detail, msg)
+        assert.deepEqual(body.results.map((r: Json) => [r.status, r.error]), [['error', msg]])
+      }
     }
     const listed = (await (await svc.request(`/api/kb/${kb}/docs`)).json()) as Json
     assert.equal(listed.total, 0, 'no document row was created')

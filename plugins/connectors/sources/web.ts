@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto'
 import { parseHTML } from 'linkedom'
 import type { SqlRunner } from '../../../adapters/ports.ts'
 import { decodeText } from '../../../compute/parse/encoding.ts'
+import { checkHtmlDepth } from '../../../compute/parse/html-depth.ts'
 import { extractHtmlText, sniffHtmlCharset } from '../../../compute/parse/html.ts'
 import { collapseSpaces } from '../../../compute/parse/text-util.ts'
 import { crawlCapped, SyncFailure, SyncStopped, USER_AGENT, type Source, type SourceResponse, type SyncContext } from '../engine.ts'
@@ -280,6 +281,13 @@ export function createWebSource(sql: SqlRunner): Source {
       }
       const charset = /charset\s*=\s*"?([\w:.-]+)/i.exec(res.headers.get('content-type') ?? '')?.[1] ?? sniffHtmlCharset(bytes)
       const html = decodeText(bytes, { declaredCharset: charset }).text
+      // Before any DOM is built: a page nested thousands deep costs minutes of CPU in the parsers (and would fail later).
+      try {
+        checkHtmlDepth(html)
+      } catch (err) {
+        failPage(url, (err as Error).message, pageUrl)
+        return
+      }
       const { document } = parseHTML(html)
       const links = linksOf(document, got.raw)
       const { text } = extractHtmlText(html, cfg.html_extraction_policy)

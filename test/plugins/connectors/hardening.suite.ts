@@ -75,6 +75,18 @@ export function hardeningSuite(label: string, opts: StartOptions & { pgLocks?: b
     assert.equal(st2.doc_counts.deleted, 0)
   })
 
+  it(`${label}: web: a page nested thousands of elements deep fails before any DOM is built; the other pages are stored`, async (t) => {
+    const s = await site(t)
+    s.setArticle(1, `${'<div>'.repeat(5000)}deep${'</div>'.repeat(5000)}`)
+    const c = await createConnector(svc, { kb_id: await newKb(svc), name: 'deep', source_type: 'web', config: { seed_urls: [`${s.url}/docs`], depth: 3, max_pages: 100, request_delay_ms: 0 } })
+    const st = await syncAndWait(svc, c.connector_id)
+    assert.equal(st.last_error, null)
+    assert.ok(st.last_sync.failed >= 1, JSON.stringify(st.last_sync))
+    const sources = (await connectorDocs(svc, c.connector_id)).map((d) => d.source)
+    assert.ok(sources.includes(`${s.url}/docs/article/0`) && sources.includes(`${s.url}/docs/article/2`), sources.join(' '))
+    assert.ok(!sources.includes(`${s.url}/docs/article/1`), 'the deep page is not stored')
+  })
+
   it(`${label}: web: robots.txt redirects are followed by hand on its origin only; the auth headers never go to another host`, async (t) => {
     const s = await site(t, 2)
     const elsewhere = await site(t, 1)
