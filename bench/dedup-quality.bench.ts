@@ -30,7 +30,7 @@ import os from 'node:os'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { contextHeader } from '../compute/chunk/context.ts'
-import { dedupSignatures, hammingDistance, jaccardEstimate, MINHASH_PRIME, simhashFromHex, titleSimilarity } from '../compute/dedup/index.ts'
+import { dedupSignatures, hammingDistance, jaccardEstimate, MINHASH_MARK, simhashFromHex, titleSimilarity } from '../compute/dedup/index.ts'
 import segment from '../compute/tasks/segment.task.ts'
 import { normalizeForDedup } from '../compute/text/normalize.ts'
 import { resolveSettings } from '../kernel/config/load.ts'
@@ -290,7 +290,7 @@ function oldDecisions(docs: Doc[], settings: Settings): Record<Verdict, number> 
 
 function randomSignature(r: () => number, near?: Signatures): Signatures {
   const minhash = new Uint32Array(128)
-  for (let i = 0; i < 128; i++) minhash[i] = near && r() < 0.7 ? near.minhash[i] : Math.floor(r() * MINHASH_PRIME)
+  for (let i = 0; i < 128; i++) minhash[i] = near && r() < 0.7 ? near.minhash[i] : MINHASH_MARK + Math.floor(r() * 0x7fffffff)
   const hex = () => Math.floor(r() * 2 ** 32).toString(16).padStart(8, '0')
   return { simhash: near && r() < 0.5 ? near.simhash : hex() + hex(), bands: [], minhash, title: `document ${Math.floor(r() * 1e6)}` }
 }

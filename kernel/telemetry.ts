@@ -32,16 +32,86 @@ export function kbCountLabel(n: number): string {
   return '21+'
 }
 
+interface HttpLabels { method: string; route: string; status: string }
+interface HttpCell { labels: HttpLabels; count: number; sum: number; /** per bucket of LATENCY_BUCKETS, not cumulative */ buckets: number[] }
+interface MetricValue { labels: Record<string, string | number>; value: number; metricName?: string; sharedLabels?: HttpLabels }
+
+/**
+ * The HTTP request count and latency, kept off prom-client's per-call path: its inc and observe check and hash
+ * their labels on every call, which cost more than the rest of the kernel's work for a small request (issue
+ * 17). A request adds to plain numbers in its label set's cell, found by route, method and status without
+ * building a key; the registry reads the cells through two metric objects that give what prom-client's own
+ * Counter and Histogram give (get, getForPromString, reset), so /metrics shows the same series.
+ */
+class HttpMeter {
+  private readonly byRoute = new Map<string, Map<string, Map<number, HttpCell>>>()
+  private cells: HttpCell[] = []
+
+  record(method: string, route: string, status: number, seconds: number): void {
+    let byMethod = this.byRoute.get(route)
+    if (!byMethod) this.byRoute.set(route, (byMethod = new Map()))
+    let byStatus = byMethod.get(method)
+    if (!byStatus) byMethod.set(method, (byStatus = new Map()))
+    let cell = byStatus.get(status)
+    if (!cell) {
+      cell = { labels: { method, route, status: String(status) }, count: 0, sum: 0, buckets: LATENCY_BUCKETS.map(() => 0) }
+      byStatus.set(status, cell)
+      this.cells.push(cell)
+    }
+    cell.count++
+    cell.sum += seconds
+    for (let i = 0; i < LATENCY_BUCKETS.length; i++) {
+      if (seconds <= LATENCY_BUCKETS[i]) {
+        cell.buckets[i]++
+        break
+      }
+    }
+  }
+
+  reset(): void {
+    this.byRoute.clear()
+    this.cells = []
+  }
+
+  counter(name: string, help: string) {
+    const values = (): MetricValue[] => this.cells.map((c) => ({ labels: { ...c.labels }, value: c.count }))
+    const get = async () => ({ name: metric.name, help, type: 'counter', values: values(), aggregator: 'sum' })
+    const metric = { name, help, type: 'counter', aggregator: 'sum', get, getForPromString: get, reset: () => this.reset() }
+    return metric
+  }
+
+  histogram(name: string, help: string) {
+    // as prom-client's Histogram: cumulative buckets, +Inf, sum and count per label set; the label set shared
+    const values = (): MetricValue[] => this.cells.flatMap((c): MetricValue[] => {
+      let acc = 0
+      return [
+        ...LATENCY_BUCKETS.map((le, i) => ({ labels: { le }, value: (acc += c.buckets[i]), metricName: `${name}_bucket`, sharedLabels: c.labels })),
+        { labels: { le: '+Inf' }, value: c.count, metricName: `${name}_bucket`, sharedLabels: c.labels },
+        { labels: {}, value: c.sum, metricName: `${name}_sum`, sharedLabels: c.labels },
+        { labels: {}, value: c.count, metricName: `${name}_count`, sharedLabels: c.labels },
+      ]
+    })
+    const splayed = (v: MetricValue): MetricValue => ({ labels: { ...v.labels, ...v.sharedLabels }, value: v.value, metricName: v.metricName })
+    const metric = {
+      name, help, type: 'histogram', aggregator: 'sum',
+      getForPromString: async () => ({ name, help, type: 'histogram', values: values(), aggregator: 'sum' }),
+      get: async () => ({ name, help, type: 'histogram', values: values().map(splayed), aggregator: 'sum' }),
+      reset: () => this.reset(),
+    }
+    return metric
+  }
+}
+
 function createInstruments(registry: Registry) {
+  const http = new HttpMeter()
+  const httpRequests = http.counter('quarry_http_requests_total', 'HTTP requests answered, by method, route template and status.')
+  const httpDuration = http.histogram('quarry_http_request_duration_seconds', 'Time from routing to the response, by method, route template and status.')
+  registry.registerMetric(httpRequests as never)
+  registry.registerMetric(httpDuration as never)
   return {
-    httpRequests: new Counter({
-      name: 'quarry_http_requests_total', help: 'HTTP requests answered, by method, route template and status.',
-      labelNames: ['method', 'route', 'status'] as const, registers: [registry],
-    }),
-    httpDuration: new Histogram({
-      name: 'quarry_http_request_duration_seconds', help: 'Time from routing to the response, by method, route template and status.',
-      labelNames: ['method', 'route', 'status'] as const, buckets: LATENCY_BUCKETS, registers: [registry],
-    }),
+    http,
+    httpRequests,
+    httpDuration,
     searchDuration: new Histogram({
       name: 'quarry_search_duration_seconds', help: 'Search latency as reported in meta.latency_ms, by mode, number of KBs searched and cache outcome.',
       labelNames: ['mode', 'kbs', 'cache'] as const, buckets: LATENCY_BUCKETS, registers: [registry],
@@ -89,9 +159,7 @@ export function createTelemetry(): Telemetry {
   let tracer: Tracer | null = null
 
   const observe = (method: string, route: string, started: number, status: number) => {
-    const labels = { method, route, status: String(status) }
-    metrics.httpRequests.inc(labels)
-    metrics.httpDuration.observe(labels, (performance.now() - started) / 1000)
+    metrics.http.record(method, route, status, (performance.now() - started) / 1000)
   }
 
   return {

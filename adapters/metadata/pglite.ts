@@ -1,7 +1,8 @@
 // Embedded metadata store: PGlite (PostgreSQL compiled to WebAssembly) in a folder of data_dir, hosted in a
 // thread of its own (pglite-thread.ts). One connection: PGlite serialises queries itself, and a transaction
 // holds it exclusively until its end message.
-import { mkdirSync } from 'node:fs'
+import { existsSync, mkdirSync } from 'node:fs'
+import { join } from 'node:path'
 import { Worker } from 'node:worker_threads'
 import { serviceUnavailable } from '../../kernel/errors.ts'
 import type { Sql, SqlRunner } from '../ports.ts'
@@ -17,14 +18,9 @@ type Pending = { resolve(v: unknown): void; reject(e: unknown): void }
 
 const revive = (e: SerializedError): Error => Object.assign(new Error(e.message), e.fields, { name: e.name })
 
-export async function createPgliteSql(opts: PgliteOptions = {}): Promise<Sql> {
-  if (opts.dir) mkdirSync(opts.dir, { recursive: true })
-  const worker = new Worker(new URL('./pglite-worker.mjs', import.meta.url), { workerData: { dir: opts.dir }, execArgv: [] })
-  const pending = new Map<number, Pending>()
-  let nextId = 1
-  let dead: Error | null = null
-  let closed = false
-
+/** A metadata thread whose database is open. */
+async function startThread(dir: string | undefined): Promise<Worker> {
+  const worker = new Worker(new URL('./pglite-worker.mjs', import.meta.url), { workerData: { dir }, execArgv: [] })
   await new Promise<void>((resolve, reject) => {
     const onError = (err: Error) => reject(err)
     worker.once('error', onError)
@@ -34,6 +30,27 @@ export async function createPgliteSql(opts: PgliteOptions = {}): Promise<Sql> {
       else reject(revive(m.error!))
     })
   })
+  return worker
+}
+
+export async function createPgliteSql(opts: PgliteOptions = {}): Promise<Sql> {
+  if (opts.dir) mkdirSync(opts.dir, { recursive: true })
+  const fresh = opts.dir !== undefined && !existsSync(join(opts.dir, 'PG_VERSION'))
+  let worker = await startThread(opts.dir)
+  if (fresh) {
+    // Creating the database ran initdb in that thread, and its memory stays with the thread (about 500 MB of
+    // RSS, measured): the thread is ended and a new one opens the database just made (issue 17, peak RSS).
+    await new Promise<void>((resolve) => {
+      worker.on('message', (m: Reply) => m.id === 0 && resolve())
+      worker.postMessage({ id: 0, op: 'close' } satisfies Request)
+    })
+    await worker.terminate()
+    worker = await startThread(opts.dir)
+  }
+  const pending = new Map<number, Pending>()
+  let nextId = 1
+  let dead: Error | null = null
+  let closed = false
 
   const failAll = (err: Error) => {
     dead = err

@@ -1,4 +1,4 @@
-// One process per server under test: `tsx bench/kernel/servers.ts <quarry|node|fastify> <port>`.
+// One process per server under test: `tsx bench/kernel/servers.ts <quarry|node|fastify|uws> <port>`.
 // Every server has the same two handlers: GET /ping and POST /echo (JSON body validated, echoed back).
 import { createServer } from 'node:http'
 import { Type } from '@sinclair/typebox'
@@ -69,6 +69,45 @@ if (kind === 'quarry') {
   app.post('/echo', { schema: { body: Body } }, async (req) => echo(req.body as never))
   await app.listen({ port, host: '127.0.0.1' })
   ready()
+} else if (kind === 'uws') {
+  // The transport alone: uWebSockets.js with the handlers written straight on it (the same work as node:http
+  // above), the ceiling for any kernel on this transport.
+  const { default: uws } = await import('uWebSockets.js')
+  const { TypeCompiler } = await import('@sinclair/typebox/compiler')
+  const check = TypeCompiler.Compile(Body)
+  const json = (res: import('uWebSockets.js').HttpResponse, status: string, body: string): void => {
+    res.cork(() => {
+      res.writeStatus(status).writeHeader('content-type', 'application/json').end(body)
+    })
+  }
+  uws.App()
+    .get('/ping', (res) => {
+      json(res, '200 OK', JSON.stringify(ping))
+    })
+    .post('/echo', (res) => {
+      const chunks: Buffer[] = []
+      res.onAborted(() => chunks.splice(0))
+      res.onData((chunk, isLast) => {
+        chunks.push(Buffer.from(new Uint8Array(chunk)))
+        if (!isLast) return
+        let body: unknown
+        try {
+          body = JSON.parse(Buffer.concat(chunks).toString())
+        } catch {
+          json(res, '422 Unprocessable Entity', '{"detail":"bad json"}')
+          return
+        }
+        if (!check.Check(body)) json(res, '422 Unprocessable Entity', '{"detail":"invalid"}')
+        else json(res, '200 OK', JSON.stringify(echo(body)))
+      })
+    })
+    .listen('127.0.0.1', port, (socket) => {
+      if (!socket) {
+        process.stderr.write(`uws: cannot listen on ${port}\n`)
+        process.exit(1)
+      }
+      ready()
+    })
 } else {
   process.stderr.write(`unknown server kind '${kind}'\n`)
   process.exit(2)

@@ -1,10 +1,10 @@
 // Dedup signatures of one document, as the dedup task computes them (the decision flow lives elsewhere).
-import { tokenizerForUserWords, type WordTokenizer } from '../text/tokenizer.ts'
-import { createMinHasher, shingleHashes, type MinHasher } from './minhash.ts'
-import { lshBands, simhash, simhashToHex } from './simhash.ts'
+import { normalizeForWords, tokenizerForUserWords, type WordTokenizer } from '../text/tokenizer.ts'
+import { createMinHasher, type MinHasher } from './minhash.ts'
+import { lshBands, simhashOfNormalized, simhashToHex } from './simhash.ts'
 
 export { hammingDistance, lshBands, simhash, simhashFromHex, simhashToHex, type SimHashOptions } from './simhash.ts'
-export { createMinHasher, jaccardEstimate, minhashParameters, minhashSignature, MINHASH_EMPTY, MINHASH_PRIME, universalHash, type MinHashOptions, type MinHasher } from './minhash.ts'
+export { createMinHasher, isCurrentMinhash, jaccardEstimate, minhashSignature, minhashValueBits, MINHASH_EMPTY, MINHASH_MARK, type MinHashOptions, type MinHasher } from './minhash.ts'
 export { titleSimilarity, titleTrigrams } from './title.ts'
 
 /** The `dedup` settings the signatures depend on (spec 2.9). */
@@ -42,12 +42,15 @@ function hasherFor(tokenizer: WordTokenizer, key: string, permutations: number, 
 }
 
 export function dedupSignatures(text: string, opts: DedupSignatureOptions = {}): DedupSignatures {
-  const lanes = simhash(text, { ngram: opts.ngram ?? 3, bits: opts.simhash_bits ?? 64 })
+  // normalised once for both signatures
+  const normalized = normalizeForWords(text)
+  const lanes = simhashOfNormalized(normalized, { ngram: opts.ngram ?? 3, bits: opts.simhash_bits ?? 64 })
   const permutations = opts.permutations ?? 128
   const shingleSize = opts.shingle_size ?? 3
   const path = opts.user_words_path ?? ''
-  const hasher = hasherFor(tokenizerForUserWords(path), `${path}\0${permutations}\0${shingleSize}`, permutations, shingleSize)
+  const tokenizer = tokenizerForUserWords(path)
+  const hasher = hasherFor(tokenizer, `${path}\0${permutations}\0${shingleSize}`, permutations, shingleSize)
   const positions = new Uint32Array(permutations)
-  const minhash = hasher.signatureOf(shingleHashes(text, tokenizerForUserWords(path), shingleSize), positions)
+  const minhash = hasher.signatureOfNormalized(normalized, positions)
   return { simhash: simhashToHex(lanes), bands: lshBands(lanes, opts.num_bands ?? 4), minhash, positions }
 }

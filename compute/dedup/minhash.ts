@@ -1,168 +1,162 @@
-// MinHash over word shingles. Each shingle gets one 32-bit base hash x (murmur rounds over its words'
-// hashes); permutation i maps it with the universal family h_i(x) = (a_i * x + b_i) mod p, p = 2^31 - 1,
-// computed exactly in doubles: x is split into 15- and 16-bit halves so every product stays below 2^53,
-// and the Mersenne prime reduces with one shift-and-add. The parameters come from a fixed-seed generator:
-// they are part of stored signatures and must never change.
+// MinHash over word shingles, one-permutation (issue 17): each shingle is hashed into k bins, and each bin keeps
+// its smallest value; empty bins are filled by rotation (Shrivastava & Li 2014). k permutations cost k hash
+// evaluations per shingle; this costs two (two copies of each shingle, so that a short text leaves few bins
+// empty: 230 shingles over 128 bins leave 16 % empty with one copy, 3 % with two), and estimates the Jaccard
+// similarity as well (it is one-permutation MinHash of the set of (shingle, copy) pairs, whose Jaccard is the same).
 //
-// Shingles are k consecutive words (default k = 3); a text of fewer than k words uses its single words.
-// The signature of a text without words is all 0xFFFFFFFF (no value h_i can take).
-import { fmix32, murmur3Utf8, murmurRound } from '../text/hash.ts'
-import { getDefaultTokenizer, type WordTokenizer } from '../text/tokenizer.ts'
+// Scheme 2 (the values are stored in dedup_signatures and must never change):
+// - a word hashes as FNV-1a over its UTF-16 code units (NFKC, lower case) finalised by fmix32(h ^ length), read
+//   from the normalised text without a string per word; a shingle of k consecutive words folds its words' hashes
+//   with murmur rounds into x (fmix32). A text of fewer than k words uses its single words;
+// - copy 0 of a shingle is x, copy 1 is fmix32(x ^ COPY_SEED); a copy y (an fmix32 output: every bit mixed) goes
+//   to bin floor(y * bins / 2^32), read from its top bits, with the value of its low VALUE_BITS bits, which the
+//   bin does not read (VALUE_BITS = 31 - ceil(log2(bins)));
+// - a stored value is MINHASH_MARK + t * 2^VALUE_BITS + value, where t is how many bins to the right the value
+//   was borrowed from (0: the bin's own). Ordering by t first keeps the reading textScore relies on
+//   (plugins/docs/dedup.ts): for two texts A and B, a lower value in bin i means A's shingle there is not in B,
+//   borrowed or not (B's bins up to A's donor are empty, or the donor bin is the same);
+// - MINHASH_MARK (bit 31) is set in every value: scheme 1 (128 universal-hash permutations mod 2^31 - 1) had
+//   it clear in every value, so the schemes never share a value (a scheme-1 signature compares as disjoint,
+//   never as similar) and isCurrentMinhash tells them apart.
+// The signature of a text without words is all MINHASH_EMPTY (no value can take it) in both schemes.
+import { fmix32, murmurRound } from '../text/hash.ts'
+import { getDefaultTokenizer, normalizeForWords, type WordTokenizer } from '../text/tokenizer.ts'
 
-export const MINHASH_PRIME = 2147483647 // 2^31 - 1
 export const MINHASH_EMPTY = 0xffffffff
-const TWO31 = 2147483648
-const INV_TWO31 = 1 / TWO31 // exact: dividing by a power of two is a multiplication
-const TWO16 = 65536
+/** Set in every value of a scheme-2 signature, clear in every value of a scheme-1 one. */
+export const MINHASH_MARK = 0x80000000
+/** Each shingle goes into COPIES bins (copy c > 0 rehashes x with COPY_SEED): see the scheme above. */
+const COPIES = 2
+const COPY_SEED = 0x68e31da4
+const TWO32 = 4294967296
 
 export interface MinHashOptions {
-  /** Signature length (default 128). */
+  /** Signature length: bins (default 128). */
   permutations?: number
   /** Words per shingle (default 3). */
   shingleSize?: number
   tokenizer?: WordTokenizer
 }
 
-/** splitmix32: the fixed generator of the permutation parameters. */
-function splitmix32(seed: number): () => number {
-  let s = seed >>> 0
-  return () => {
-    s = (s + 0x9e3779b9) >>> 0
-    let z = s
-    z = Math.imul(z ^ (z >>> 16), 0x85ebca6b)
-    z = Math.imul(z ^ (z >>> 13), 0xc2b2ae35)
-    return (z ^ (z >>> 16)) >>> 0
+/** Value bits per bin: the rest of the 31 bits below the mark holds the rotation distance t < bins. */
+export function minhashValueBits(bins: number): number {
+  return 31 - Math.ceil(Math.log2(bins))
+}
+
+/** True for a signature of the current scheme (or of an empty text), false for a scheme-1 one. */
+export function isCurrentMinhash(sig: Uint32Array): boolean {
+  for (let i = 0; i < sig.length; i++) if (sig[i] !== MINHASH_EMPTY) return sig[i] >= MINHASH_MARK
+  return true
+}
+
+// Word hashes of the text being read: grown as needed, reused (a worker thread reads one text at a time).
+let words = new Int32Array(4096)
+let count = 0
+let source = ''
+const pushWord = (start: number, end: number): void => {
+  let h = 0x811c9dc5
+  for (let i = start; i < end; i++) h = Math.imul(h ^ source.charCodeAt(i), 0x01000193)
+  if (count === words.length) {
+    const grown = new Int32Array(words.length * 2)
+    grown.set(words)
+    words = grown
   }
+  words[count++] = fmix32(h ^ (end - start))
 }
 
-/** The (a_i, b_i) of the first `count` permutations: a in [1, p), b in [0, p). */
-export function minhashParameters(count: number): { a: Float64Array; b: Float64Array } {
-  const next = splitmix32(0x5eed1e55)
-  const a = new Float64Array(count)
-  const b = new Float64Array(count)
-  for (let i = 0; i < count; i++) {
-    a[i] = 1 + (next() % (MINHASH_PRIME - 1))
-    b[i] = next() % MINHASH_PRIME
-  }
-  return { a, b }
-}
+let shingleScratch: Uint32Array = new Uint32Array(4096)
 
-/** (a * x + b) mod p for a, x, b in [0, p), exactly (the reference the fast loop inlines). */
-export function universalHash(a: number, b: number, x: number): number {
-  const t = ((a * TWO16) % MINHASH_PRIME) * (x >>> 16) + a * (x & 0xffff) + b // < 2^49
-  let r = t - Math.floor(t * INV_TWO31) * MINHASH_PRIME
-  if (r >= MINHASH_PRIME) r -= MINHASH_PRIME
-  return r
-}
-
-/** Base hashes of the text's shingles (not deduplicated: min is idempotent). */
-export function shingleHashes(text: string, tokenizer: WordTokenizer, shingleSize: number): Uint32Array {
-  const words: number[] = []
-  tokenizer.forEach(text, (t) => words.push(murmur3Utf8(t, 0)))
-  const k = words.length < shingleSize ? 1 : shingleSize
-  const count = words.length === 0 ? 0 : words.length - k + 1
-  const out = new Uint32Array(count)
-  for (let i = 0; i < count; i++) {
+/** Fills shingleScratch with the base hashes of the text's shingles; returns their count. */
+function fillShingles(normalized: string, tokenizer: WordTokenizer, shingleSize: number): number {
+  count = 0
+  source = normalized
+  tokenizer.forEachSpan(normalized, pushWord)
+  source = ''
+  const n = count
+  const k = n < shingleSize ? 1 : shingleSize
+  const shingles = n === 0 ? 0 : n - k + 1
+  if (shingleScratch.length < shingles) shingleScratch = new Uint32Array(Math.max(shingles, 2 * shingleScratch.length))
+  const out = shingleScratch
+  for (let i = 0; i < shingles; i++) {
     let h = k
     for (let j = 0; j < k; j++) h = murmurRound(h, words[i + j])
-    let x = fmix32(h)
-    // into [0, p): 2^32 - 1 = 2p + 1
-    if (x >= MINHASH_PRIME) x -= MINHASH_PRIME
-    if (x >= MINHASH_PRIME) x -= MINHASH_PRIME
-    out[i] = x
+    out[i] = fmix32(h)
   }
-  return out
+  return shingles
+}
+
+/** Base hashes x of the shingles of a text already in normalizeForWords' form (repeats are kept). */
+export function shingleHashesOfNormalized(normalized: string, tokenizer: WordTokenizer, shingleSize: number): Uint32Array {
+  // filled first: filling may replace the scratch array with a larger one
+  const n = fillShingles(normalized, tokenizer, shingleSize)
+  return shingleScratch.slice(0, n)
+}
+
+/** Base hashes of the text's shingles. */
+export function shingleHashes(text: string, tokenizer: WordTokenizer, shingleSize: number): Uint32Array {
+  return shingleHashesOfNormalized(normalizeForWords(text), tokenizer, shingleSize)
 }
 
 export interface MinHasher {
   signature(text: string): Uint32Array
   /**
-   * The signature of already computed shingle base hashes; with `positions` (one slot per permutation), also
-   * the index of the shingle that gave each value (the first, when a shingle repeats; 0 for an empty text).
+   * The signature of already computed shingle base hashes; with `positions` (one slot per bin), also the index
+   * of the shingle that gave each value (the first, when a shingle repeats; 0 for an empty text).
    */
   signatureOf(shingles: Uint32Array, positions?: Uint32Array): Uint32Array
+  /** signature(text) of a text already in normalizeForWords' form, with positions as signatureOf gives them. */
+  signatureOfNormalized(normalized: string, positions?: Uint32Array): Uint32Array
 }
 
 export function createMinHasher(opts: MinHashOptions = {}): MinHasher {
-  const permutations = opts.permutations ?? 128
+  const bins = opts.permutations ?? 128
   const shingleSize = opts.shingleSize ?? 3
-  if (!Number.isInteger(permutations) || permutations < 1) throw new RangeError(`minhash: permutations must be a positive integer, got ${permutations}`)
+  if (!Number.isInteger(bins) || bins < 1 || bins > 65536) throw new RangeError(`minhash: permutations must be an integer from 1 to 65536, got ${bins}`)
   if (!Number.isInteger(shingleSize) || shingleSize < 1) throw new RangeError(`minhash: shingleSize must be a positive integer, got ${shingleSize}`)
   const tokenizer = opts.tokenizer ?? getDefaultTokenizer()
-  const { a: A, b: B } = minhashParameters(permutations)
-  const AS = A.map((a) => (a * TWO16) % MINHASH_PRIME) // a * 2^16 < 2^47: exact
+  const valueBits = minhashValueBits(bins)
+  const valueMask = 2 ** valueBits - 1
+  const step = 2 ** valueBits
+  const toBin = bins / TWO32
+  // per-bin minimum (step = empty) and the shingle that gave it; reused
+  const best = new Float64Array(bins)
+  const from = new Uint32Array(bins)
 
   function signatureOf(shingles: Uint32Array, positions?: Uint32Array): Uint32Array {
-    const sig = new Uint32Array(permutations).fill(MINHASH_EMPTY)
+    const sig = new Uint32Array(bins).fill(MINHASH_EMPTY)
     positions?.fill(0)
-    if (shingles.length === 0) return sig
-    // split once into halves for the exact products below (repeated shingles are not removed: sorting
-    // costs more than the permutations they would save)
     const n = shingles.length
-    const xh = new Float64Array(n)
-    const xl = new Float64Array(n)
+    if (n === 0) return sig
+    best.fill(step)
     for (let j = 0; j < n; j++) {
-      xh[j] = shingles[j] >>> 16
-      xl[j] = shingles[j] & 0xffff
-    }
-    // Four permutations per pass over the shingles: independent chains the CPU overlaps. With x = xh*2^16 + xl
-    // and a' = a*2^16 mod p, a*x + b = a'*xh + a*xl + b (mod p), a sum below 2^49, so exact in a double;
-    // t mod p for t < 2^53 is t - q*p with q = floor(t / 2^31), which leaves a value below 2^31 + q.
-    // (Math.floor compiles to one rounding instruction; `| 0` on these doubles measured twice as slow.)
-    // locals: an exported module constant is re-read from its cell inside the loop
-    const P = MINHASH_PRIME
-    const INV = INV_TWO31
-    let i = 0
-    for (; i + 4 <= permutations; i += 4) {
-      const a0 = A[i], a1 = A[i + 1], a2 = A[i + 2], a3 = A[i + 3]
-      const s0 = AS[i], s1 = AS[i + 1], s2 = AS[i + 2], s3 = AS[i + 3]
-      const b0 = B[i], b1 = B[i + 1], b2 = B[i + 2], b3 = B[i + 3]
-      let m0 = P, m1 = P, m2 = P, m3 = P
-      // where each minimum came from: a new minimum is rare after the first shingles, so this costs little
-      let p0 = 0, p1 = 0, p2 = 0, p3 = 0
-      for (let j = 0; j < n; j++) {
-        const h = xh[j]
-        const l = xl[j]
-        const t0 = s0 * h + a0 * l + b0
-        const t1 = s1 * h + a1 * l + b1
-        const t2 = s2 * h + a2 * l + b2
-        const t3 = s3 * h + a3 * l + b3
-        let r0 = t0 - Math.floor(t0 * INV) * P
-        let r1 = t1 - Math.floor(t1 * INV) * P
-        let r2 = t2 - Math.floor(t2 * INV) * P
-        let r3 = t3 - Math.floor(t3 * INV) * P
-        if (r0 >= P) r0 -= P
-        if (r1 >= P) r1 -= P
-        if (r2 >= P) r2 -= P
-        if (r3 >= P) r3 -= P
-        if (r0 < m0) { m0 = r0; p0 = j }
-        if (r1 < m1) { m1 = r1; p1 = j }
-        if (r2 < m2) { m2 = r2; p2 = j }
-        if (r3 < m3) { m3 = r3; p3 = j }
-      }
-      sig[i] = m0
-      sig[i + 1] = m1
-      sig[i + 2] = m2
-      sig[i + 3] = m3
-      if (positions) {
-        positions[i] = p0
-        positions[i + 1] = p1
-        positions[i + 2] = p2
-        positions[i + 3] = p3
+      let y = shingles[j]
+      for (let c = 0; c < COPIES; c++) {
+        if (c > 0) y = fmix32(y ^ COPY_SEED)
+        const bin = Math.floor(y * toBin)
+        const v = y & valueMask
+        if (v < best[bin]) {
+          best[bin] = v
+          from[bin] = j
+        }
       }
     }
-    for (; i < permutations; i++) {
-      const a = A[i], s = AS[i], b = B[i]
-      let m = P
-      let at = 0
-      for (let j = 0; j < n; j++) {
-        const t = s * xh[j] + a * xl[j] + b
-        let r = t - Math.floor(t * INV) * P
-        if (r >= P) r -= P
-        if (r < m) { m = r; at = j }
+    // Each empty bin takes the value of the first non-empty bin to its right (circularly), t bins away. Walking
+    // right to left from a non-empty bin, the donor is known at each step.
+    let last = 0
+    while (best[last] === step) last++
+    let donor = last
+    let t = 0
+    for (let s = 0; s < bins; s++) {
+      const i = (last - s + bins) % bins
+      if (best[i] !== step) {
+        donor = i
+        t = 0
       }
-      sig[i] = m
-      if (positions) positions[i] = at
+      // at most MINHASH_MARK + bins * step - 1 <= 2^32 - 1: the one value that could reach MINHASH_EMPTY moves down
+      const value = MINHASH_MARK + t * step + best[donor]
+      sig[i] = value === MINHASH_EMPTY ? MINHASH_EMPTY - 1 : value
+      if (positions) positions[i] = from[donor]
+      t++
     }
     return sig
   }
@@ -170,6 +164,12 @@ export function createMinHasher(opts: MinHashOptions = {}): MinHasher {
   return {
     signatureOf,
     signature: (text) => signatureOf(shingleHashes(text, tokenizer, shingleSize)),
+    // the shingles stay in the scratch array (filled first: filling may replace it with a larger one), which
+    // signatureOf reads before anything refills it
+    signatureOfNormalized: (normalized, positions) => {
+      const n = fillShingles(normalized, tokenizer, shingleSize)
+      return signatureOf(shingleScratch.subarray(0, n), positions)
+    },
   }
 }
 
@@ -178,7 +178,7 @@ export function minhashSignature(text: string, opts?: MinHashOptions): Uint32Arr
   return (opts ? createMinHasher(opts) : (defaultHasher ??= createMinHasher())).signature(text)
 }
 
-/** Share of equal positions: an unbiased estimate of the Jaccard similarity of the two shingle sets. */
+/** Share of equal positions: an estimate of the Jaccard similarity of the two shingle sets. */
 export function jaccardEstimate(a: Uint32Array, b: Uint32Array): number {
   if (a.length !== b.length) throw new RangeError(`jaccardEstimate: signatures of ${a.length} and ${b.length} values`)
   if (a.length === 0) return 0

@@ -14,6 +14,7 @@
 // 64-bit signature costs one n-gram hash, not two. Repeats are dropped with an open-addressing set of those
 // hashes (a collision of two n-grams' 32-bit hashes merges them: harmless at these sizes).
 import { fmix32 } from '../text/hash.ts'
+import { normalizeForWords } from '../text/tokenizer.ts'
 
 export interface SimHashOptions {
   /** Character n-gram size (default 3). */
@@ -25,12 +26,12 @@ export interface SimHashOptions {
 const LANE_SEEDS = [0x00000000, 0x9e3779b9, 0x85ebca6b, 0xc2b2ae35, 0x27d4eb2f, 0x165667b1, 0xd3a2646c, 0xfd7046c5]
 
 /**
- * Code points of the normalised text (NFKC, lower case, whitespace runs as one space, trimmed): the same
- * text normalizeForDedup gives, without a regex pass.
+ * Code points of the normalised text (whitespace runs as one space, trimmed, of a text already in NFKC and
+ * lower case): the same text normalizeForDedup gives, without a regex pass.
  */
-function normalizedCodePoints(input: string): Uint32Array {
-  const text = input.normalize('NFKC').toLowerCase()
-  const out = new Uint32Array(text.length)
+function normalizedCodePoints(text: string): Uint32Array {
+  if (cpsScratch.length < text.length) cpsScratch = new Uint32Array(Math.max(text.length, 2 * cpsScratch.length))
+  const out = cpsScratch
   let n = 0
   let space = false
   for (let i = 0; i < text.length; i++) {
@@ -48,6 +49,12 @@ function normalizedCodePoints(input: string): Uint32Array {
   return out.subarray(0, n)
 }
 
+// Scratch arrays reused from one text to the next (a worker thread reads one text at a time): typed arrays of
+// this size have backing stores outside the heap, and allocating three per text made a tenth of the time GC.
+let cpsScratch: Uint32Array = new Uint32Array(1024)
+let tableScratch: Int32Array = new Int32Array(1024)
+const histScratch = new Int32Array(8 * 1024)
+
 /** What `\s` matches beyond ASCII. */
 function isSpace(c: number): boolean {
   return c === 0x85 || c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 ||
@@ -56,67 +63,29 @@ function isSpace(c: number): boolean {
 
 const ROLL = 0x01000193 // odd multiplier of the rolling n-gram hash
 
-/**
- * The set of 32-bit n-gram hashes seen so far: linear probing in a power-of-two table kept at most half full,
- * grown by doubling (natural text has far fewer distinct n-grams than positions). The hashes are fmix32
- * outputs, so their low bits index the table directly.
- * 0 marks an empty slot; the hash 0 is kept in a flag of its own.
- */
-class NgramSet {
-  private table: Int32Array
-  private mask: number
-  private zero = false
-  size = 0
-
-  constructor(expected: number) {
-    let cap = 1024
-    while (cap < expected && cap < 1 << 16) cap <<= 1
-    this.table = new Int32Array(cap)
-    this.mask = cap - 1
-  }
-
-  /** false when `h` was already there. */
-  add(h: number): boolean {
-    if (h === 0) {
-      if (this.zero) return false
-      this.zero = true
-      this.size++
-      return true
-    }
-    const v = h | 0
-    const table = this.table
-    const mask = this.mask
-    let i = v & mask
-    for (;;) {
-      const x = table[i]
-      if (x === 0) break
-      if (x === v) return false
-      i = (i + 1) & mask
-    }
+/** Rehashes a RollSet table (see simhashOfNormalized) into one twice its size. */
+function grown(old: Int32Array, shift: number): Int32Array {
+  const table = new Int32Array(old.length * 2)
+  const mask = table.length - 1
+  for (let k = 0; k < old.length; k++) {
+    const v = old[k]
+    if (v === 0) continue
+    let i = Math.imul(v, FIB) >>> shift
+    while (table[i] !== 0) i = (i + 1) & mask
     table[i] = v
-    if (++this.size * 2 > mask) this.grow()
-    return true
   }
-
-  private grow(): void {
-    const old = this.table
-    const cap = old.length * 2
-    const table = new Int32Array(cap)
-    const mask = cap - 1
-    for (let k = 0; k < old.length; k++) {
-      const v = old[k]
-      if (v === 0) continue
-      let i = v & mask
-      while (table[i] !== 0) i = (i + 1) & mask
-      table[i] = v
-    }
-    this.table = table
-    this.mask = mask
-  }
+  return table
 }
+
+const FIB = 0x9e3779b1
 
 /** SimHash of `text` as Uint32 lanes, most significant first. */
 export function simhash(text: string, opts: SimHashOptions = {}): Uint32Array {
+  return simhashOfNormalized(normalizeForWords(text), opts)
+}
+
+/** SimHash of a text already in normalizeForWords' form (NFKC, lower case). */
+export function simhashOfNormalized(text: string, opts: SimHashOptions = {}): Uint32Array {
   const ngram = opts.ngram ?? 3
   const bits = opts.bits ?? 64
   if (!Number.isInteger(ngram) || ngram < 1) throw new RangeError(`simhash: ngram must be a positive integer, got ${ngram}`)
@@ -128,8 +97,23 @@ export function simhash(text: string, opts: SimHashOptions = {}): Uint32Array {
   const grams = n >= ngram ? n - ngram + 1 : n > 0 ? 1 : 0
   // Per 32-bit lane, four 256-entry histograms count the distinct n-grams with each byte value (small enough
   // to stay in L1); bits are read from them once at the end instead of 32 updates per n-gram.
-  const hist = new Int32Array(lanes * 1024)
-  const seen = new NgramSet(grams)
+  const hist = histScratch
+  hist.fill(0, 0, lanes * 1024)
+  // The set of the rolling hashes seen so far: linear probing in a power-of-two table of about one slot per
+  // position (at most 65,536 to start: natural text has far fewer distinct n-grams than positions, so most
+  // lookups find a repeat at the first slot), grown by doubling past half full. The rolling hash is not mixed
+  // (its low bits follow the characters' low bits): a Fibonacci multiply picks the slot from its top bits. For
+  // a fixed width the n-gram hash fmix32(roll ^ width) is a bijection of roll, so distinct rolls are distinct
+  // n-grams and only the new ones are mixed. 0 marks an empty slot; the roll 0 has a flag of its own.
+  let shift = 22
+  while (shift > 16 && 1 << (32 - shift) < grams) shift--
+  const size = 1 << (32 - shift)
+  if (tableScratch.length < size) tableScratch = new Int32Array(size)
+  else tableScratch.fill(0, 0, size)
+  let table: Int32Array = tableScratch.length === size ? tableScratch : tableScratch.subarray(0, size)
+  let mask = table.length - 1
+  let zero = false
+  let features = 0
   // ROLL^(width-1), to drop the character leaving the window
   let top = 1
   for (let k = 1; k < width; k++) top = Math.imul(top, ROLL)
@@ -137,8 +121,25 @@ export function simhash(text: string, opts: SimHashOptions = {}): Uint32Array {
   for (let k = 0; k < width; k++) roll = (Math.imul(roll, ROLL) + cps[k]) | 0
   for (let i = 0; i < grams; i++) {
     if (i > 0) roll = (Math.imul(roll - Math.imul(cps[i - 1], top), ROLL) + cps[i + width - 1]) | 0
+    if (roll === 0) {
+      if (zero) continue
+      zero = true
+    } else {
+      let at = Math.imul(roll, FIB) >>> shift
+      let x = table[at]
+      while (x !== 0 && x !== roll) {
+        at = (at + 1) & mask
+        x = table[at]
+      }
+      if (x === roll) continue
+      table[at] = roll
+      if ((features + 1) * 2 > mask) {
+        table = grown(table, --shift)
+        mask = table.length - 1
+      }
+    }
+    features++
     const h = fmix32(roll ^ width)
-    if (!seen.add(h)) continue
     hist[h >>> 24]++
     hist[256 + ((h >>> 16) & 255)]++
     hist[512 + ((h >>> 8) & 255)]++
@@ -152,7 +153,7 @@ export function simhash(text: string, opts: SimHashOptions = {}): Uint32Array {
       hist[base + 768 + (v & 255)]++
     }
   }
-  const features = seen.size
+  if (table.length > tableScratch.length) tableScratch = table
   const out = new Uint32Array(lanes)
   const ones = new Float64Array(8)
   for (let j = 0; j < lanes; j++) {

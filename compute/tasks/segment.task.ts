@@ -27,18 +27,28 @@ export interface SegmentValue extends ChunkedDocument {
 
 const encoders = new Map<string, SparseEncoder>()
 
+/** The work of this task, also run by the analyze task when it segments in the same call (analyze.task.ts). */
+export function segmentPages(req: SegmentRequest): SegmentValue {
+  const chunked = chunkDocument(req.pages, { ...req.options, kind: req.kind, language: req.language })
+  const key = JSON.stringify(req.sparse ?? {})
+  let enc = encoders.get(key)
+  if (!enc) encoders.set(key, (enc = createSparseEncoder(req.sparse)))
+  const texts = encodingTexts(chunked.chunks, req.title)
+  const sparse = packSparse(texts.map((t) => enc.encodeDocument(t)))
+  const dense = req.builtinDimensions > 0 ? embedTexts(texts, req.builtinDimensions) : new Float32Array(0)
+  return { ...chunked, sparse, dense }
+}
+
+/** A failed segmentation as the task reports it. */
+export function segmentFailure(err: unknown): { ok: false; code: string; message: string } {
+  if (err instanceof AppError) return { ok: false, code: err.code, message: err.message }
+  return { ok: false, code: 'CHUNK_FAILED', message: `chunking failed: ${err instanceof Error ? err.message : String(err)}` }
+}
+
 export default async function segment(req: SegmentRequest): Promise<TaskResult<SegmentValue>> {
   try {
-    const chunked = chunkDocument(req.pages, { ...req.options, kind: req.kind, language: req.language })
-    const key = JSON.stringify(req.sparse ?? {})
-    let enc = encoders.get(key)
-    if (!enc) encoders.set(key, (enc = createSparseEncoder(req.sparse)))
-    const texts = encodingTexts(chunked.chunks, req.title)
-    const sparse = packSparse(texts.map((t) => enc.encodeDocument(t)))
-    const dense = req.builtinDimensions > 0 ? embedTexts(texts, req.builtinDimensions) : new Float32Array(0)
-    return { ok: true, value: { ...chunked, sparse, dense } }
+    return { ok: true, value: segmentPages(req) }
   } catch (err) {
-    if (err instanceof AppError) return { ok: false, code: err.code, message: err.message }
-    return { ok: false, code: 'CHUNK_FAILED', message: `chunking failed: ${err instanceof Error ? err.message : String(err)}` }
+    return segmentFailure(err)
   }
 }

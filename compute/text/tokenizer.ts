@@ -7,6 +7,11 @@ import { readFileSync } from 'node:fs'
 export interface WordTokenizer {
   /** Calls `emit` for every token of `text`, in order. Tokens are NFKC-normalised and lower-cased. */
   forEach(text: string, emit: (token: string) => void): void
+  /**
+   * The same tokens as [start, end) spans of `normalized` (normalizeForWords' output), without a string per
+   * token: for callers that only hash them (MinHash).
+   */
+  forEachSpan(normalized: string, emit: (start: number, end: number) => void): void
   tokens(text: string): string[]
 }
 
@@ -96,11 +101,20 @@ function longestMatch(trie: Trie, text: string, i: number): number {
   return best
 }
 
+/** The form tokens are read from: NFKC, lower case. */
+export function normalizeForWords(text: string): string {
+  return text.normalize('NFKC').toLowerCase()
+}
+
 export function createWordTokenizer(opts: WordTokenizerOptions = {}): WordTokenizer {
   const trie = opts.userWords ? buildTrie(opts.userWords) : null
 
   function forEach(input: string, emit: (token: string) => void): void {
-    const text = input.normalize('NFKC').toLowerCase()
+    const text = normalizeForWords(input)
+    forEachSpan(text, (start, end) => emit(text.slice(start, end)))
+  }
+
+  function forEachSpan(text: string, emit: (start: number, end: number) => void): void {
     const n = text.length
     let run = -1 // start of the pending bigram-script run
     const flush = (end: number) => {
@@ -110,10 +124,10 @@ export function createWordTokenizer(opts: WordTokenizerOptions = {}): WordTokeni
       // bigrams over code points: the run may hold astral Han characters
       let a = start
       let b = a + (text.charCodeAt(a) >= 0xd800 && text.charCodeAt(a) <= 0xdbff ? 2 : 1)
-      if (b >= end) { emit(text.slice(start, end)); return }
+      if (b >= end) { emit(start, end); return }
       while (b < end) {
         const c = b + (text.charCodeAt(b) >= 0xd800 && text.charCodeAt(b) <= 0xdbff ? 2 : 1)
-        emit(text.slice(a, c))
+        emit(a, c)
         a = b
         b = c
       }
@@ -131,7 +145,7 @@ export function createWordTokenizer(opts: WordTokenizerOptions = {}): WordTokeni
         // a dictionary word ending inside a word (`app` in `apple`) is no match
         if (end > 0 && !(end < n && classAt(text, end - 1) === WORD && classAt(text, end) === WORD)) {
           flush(i)
-          emit(text.slice(i, end))
+          emit(i, end)
           i = end
           continue
         }
@@ -150,7 +164,7 @@ export function createWordTokenizer(opts: WordTokenizerOptions = {}): WordTokeni
             j++
           }
         }
-        emit(text.slice(i, j))
+        emit(i, j)
         i = j
         continue
       }
@@ -163,6 +177,7 @@ export function createWordTokenizer(opts: WordTokenizerOptions = {}): WordTokeni
 
   return {
     forEach,
+    forEachSpan,
     tokens(text) {
       const out: string[] = []
       forEach(text, (t) => out.push(t))

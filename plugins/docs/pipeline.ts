@@ -114,15 +114,27 @@ export function createProcessor(deps: {
         return { bytes, cfg, docType: type }
       })
 
-      // parse (+ dedup signatures, in the same worker call)
+      // parse (+ dedup signatures, + chunk, sparse and built-in dense vectors unless chunking is semantic, which
+      // embeds through the embedder here: all in one worker call)
+      const semantic = cfg.chunking.strategy === 'semantic'
       const analyzed = await timed('parse', () => pool.run('analyze', {
         bytes, filename: doc.source, contentType: doc.content_type ?? undefined, policy: cfg.ingestion.html_extraction_policy,
         parserPlugins: cfg.ingestion.parser_plugins, dedup: cfg.dedup.enabled ? {
           ngram: cfg.dedup.simhash.ngram, simhash_bits: cfg.dedup.simhash.simhash_bits, num_bands: cfg.dedup.simhash.num_bands,
           user_words_path: cfg.dedup.minhash.user_words_path,
         } : null,
+        segment: semantic ? undefined : {
+          options: cfg.chunking, kind: docType === 'code' ? 'code' : 'text',
+          language: docType === 'code' ? doc.source.slice(doc.source.lastIndexOf('.') + 1) : undefined,
+          builtinDimensions: builtin ? embedder.dimensions : 0, title: (doc.connector_id && doc.title) || null, fallbackTitle: doc.title,
+        },
       }, { transfer: [bytes], signal }))
-      const { parsed, signatures } = analyzed
+      const { parsed, signatures, segmented } = analyzed
+      if (segmented?.ok) {
+        // The worker's segmentation time belongs to the chunk stage.
+        metrics.stageMs.parse -= segmented.ms
+        metrics.stageMs.chunk += segmented.ms
+      }
       // A connector chose the title (notes.md order: og:title, h1, <title>, URL) and the type (`code` keeps the
       // code splitter on a reindex): the parser's own guesses do not overwrite them.
       if (doc.connector_id && doc.doc_type) parsed.doc_type = doc.doc_type as DocType
@@ -142,18 +154,15 @@ export function createProcessor(deps: {
       }
 
       // chunk (+ sparse vectors, + built-in dense vectors); later chunks are encoded with the document's header
-      const header = contextHeader(parsed.pages[0]?.text ?? '', title)
+      const header = segmented?.ok ? segmented.header : contextHeader(parsed.pages[0]?.text ?? '', title)
       const seg = await timed('chunk', async () => {
-        if (cfg.chunking.strategy === 'semantic') {
-          const chunked = await chunkSemantic(parsed.pages, cfg.chunking, (texts) => embedAll([...texts], signal))
-          const sparse = await pool.run('sparse', { texts: encodingTexts(chunked.chunks, header), kind: 'document' }, { signal })
-          return { ...chunked, sparse, dense: new Float32Array(0) }
+        if (segmented) {
+          if (!segmented.ok) throw new StageError('chunk', segmented.message)
+          return segmented.value
         }
-        return pool.run('segment', {
-          pages: parsed.pages, options: cfg.chunking, kind: docType === 'code' ? 'code' : 'text',
-          language: docType === 'code' ? doc.source.slice(doc.source.lastIndexOf('.') + 1) : undefined,
-          builtinDimensions: builtin ? embedder.dimensions : 0, title: header,
-        }, { signal })
+        const chunked = await chunkSemantic(parsed.pages, cfg.chunking, (texts) => embedAll([...texts], signal))
+        const sparse = await pool.run('sparse', { texts: encodingTexts(chunked.chunks, header), kind: 'document' }, { signal })
+        return { ...chunked, sparse, dense: new Float32Array(0) }
       })
       if (seg.chunks.length === 0) throw new StageError('chunk', 'the document produced no chunk of at least chunking.min_chunk_chars characters')
       metrics.chunks += seg.chunks.length

@@ -4,9 +4,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import os from 'node:os'
 import { join } from 'node:path'
 import {
-  createMinHasher, dedupSignatures, hammingDistance, jaccardEstimate, lshBands, minhashParameters, minhashSignature,
-  MINHASH_EMPTY, MINHASH_PRIME, simhash, simhashFromHex, simhashToHex, titleSimilarity, universalHash,
+  createMinHasher, dedupSignatures, hammingDistance, isCurrentMinhash, jaccardEstimate, lshBands, minhashSignature,
+  minhashValueBits, MINHASH_EMPTY, MINHASH_MARK, simhash, simhashFromHex, simhashToHex, titleSimilarity,
 } from '../../compute/dedup/index.ts'
+import { shingleHashes } from '../../compute/dedup/minhash.ts'
+import { fmix32 } from '../../compute/text/hash.ts'
 import { createWordTokenizer } from '../../compute/text/tokenizer.ts'
 import dedupTask from '../../compute/tasks/dedup.task.ts'
 import { mulberry32 as rng } from '../../bench/lib/rng.ts'
@@ -94,44 +96,92 @@ test('LSH bands: equal-width keys, most significant first, shared when a band is
   assert.ok(shared.length >= 1)
 })
 
-test('universal hash: exact (a*x + b) mod (2^31 - 1), checked with BigInt', () => {
-  const { a, b } = minhashParameters(128)
+/**
+ * Scheme 2 written out plainly: two copies of each shingle (x, and fmix32(x ^ 0x68e31da4)); each copy's bin
+ * (floor(y * bins / 2^32)) and value (its low `bits` bits); each bin's minimum and the first shingle with it;
+ * an empty bin takes the value of the first non-empty bin to its right (circularly), t bins away, as
+ * MINHASH_MARK + t * 2^bits + value.
+ */
+function plainOph(shingles: number[], bins: number): { sig: number[]; pos: number[] } {
+  const bits = minhashValueBits(bins)
+  const best: ({ v: number; j: number } | null)[] = new Array(bins).fill(null)
+  shingles.forEach((x, j) => {
+    for (const y of [x, fmix32((x ^ 0x68e31da4) >>> 0)]) {
+      const bin = Number((BigInt(y) * BigInt(bins)) >> 32n)
+      const v = y % 2 ** bits
+      if (!best[bin] || v < best[bin]!.v) best[bin] = { v, j }
+    }
+  })
+  if (shingles.length === 0) return { sig: new Array(bins).fill(MINHASH_EMPTY), pos: new Array(bins).fill(0) }
+  const sig: number[] = []
+  const pos: number[] = []
+  for (let i = 0; i < bins; i++) {
+    let t = 0
+    while (!best[(i + t) % bins]) t++
+    const b = best[(i + t) % bins]!
+    sig.push(Math.min(MINHASH_MARK + t * 2 ** bits + b.v, MINHASH_EMPTY - 1))
+    pos.push(b.j)
+  }
+  return { sig, pos }
+}
+
+test('minhash: one permutation, each bin keeps the minimum of its shingles, empty bins borrow from the right; positions say which shingle', () => {
   const r = rng(5)
-  const xs = [0, 1, MINHASH_PRIME - 1, 0xffff, 0x10000, 0x7fff0000, ...Array.from({ length: 200 }, () => Math.floor(r() * MINHASH_PRIME))]
-  for (let i = 0; i < 128; i += 7) {
-    assert.ok(a[i] >= 1 && a[i] < MINHASH_PRIME && b[i] >= 0 && b[i] < MINHASH_PRIME)
-    for (const x of xs) {
-      const exact = Number((BigInt(a[i]) * BigInt(x) + BigInt(b[i])) % BigInt(MINHASH_PRIME))
-      assert.equal(universalHash(a[i], b[i], x), exact)
+  for (const bins of [128, 18, 1]) {
+    const hasher = createMinHasher({ permutations: bins })
+    for (const n of [0, 1, 7, 50, 1000]) {
+      // with repeats: the first shingle with the minimum is the one named
+      const shingles = Array.from({ length: n }, () => Math.floor(r() * 2 ** 32))
+      for (let k = 0; k < n / 5; k++) shingles.push(shingles[Math.floor(r() * n)])
+      const positions = new Uint32Array(bins)
+      const sig = hasher.signatureOf(Uint32Array.from(shingles), positions)
+      const plain = plainOph(shingles, bins)
+      assert.deepEqual([...sig], plain.sig, `${bins} bins, ${n} shingles`)
+      assert.deepEqual([...positions], plain.pos, `${bins} bins, ${n} shingles: positions`)
+      assert.deepEqual([...hasher.signatureOf(Uint32Array.from(shingles))], [...sig])
     }
   }
-})
-
-test('minhash: the signature is the minimum of each permutation over the shingles, and positions say which shingle', () => {
-  // 18 permutations: four passes of four and the two left over
-  const hasher = createMinHasher({ permutations: 18 })
-  const shingles = Uint32Array.from([5, 123456789, 2000000000, 77, 5, 987654321, 31337])
-  const positions = new Uint32Array(18)
-  const sig = hasher.signatureOf(shingles, positions)
-  assert.deepEqual([...hasher.signatureOf(shingles)], [...sig])
-  const { a, b } = minhashParameters(18)
-  const h = (i: number, x: number) => Number((BigInt(a[i]) * BigInt(x) + BigInt(b[i])) % BigInt(MINHASH_PRIME))
-  for (let i = 0; i < 18; i++) {
-    const values = [...shingles].map((x) => h(i, x))
-    assert.equal(sig[i], Math.min(...values))
-    // the first shingle with the minimum (5 repeats at index 4)
-    assert.equal(positions[i], values.indexOf(sig[i]))
-  }
-  assert.ok(new Set(positions).size > 2, 'the minima come from several shingles')
-  // dedupSignatures: each value is the hash of the 3-word shingle starting at its position
+  // the values of scheme 2 are fixed: they are stored (a change here needs a new scheme and a migration)
+  assert.deepEqual([...minhashSignature('alpha beta gamma delta epsilon').subarray(0, 4)], [2163126424, 2763706162, 2746928946, 2730151730])
+  // dedupSignatures: each value is the minimum of its bin, so it is the value the 3-word shingle starting at
+  // its position has in that bin (its own, or borrowed the same number of bins away)
   const text = 'alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi'
   const ds = dedupSignatures(text)
   const words = text.split(' ')
-  for (let i = 0; i < 128; i += 9) {
+  const step = 2 ** minhashValueBits(128)
+  assert.ok(new Set(ds.positions).size > 5, 'the values come from several shingles')
+  for (let i = 0; i < 128; i++) {
     const at = ds.positions[i]
     assert.ok(at <= words.length - 3)
-    assert.equal(minhashSignature(words.slice(at, at + 3).join(' '))[i], ds.minhash[i])
+    const single = minhashSignature(words.slice(at, at + 3).join(' '))
+    assert.equal(ds.minhash[i] % step, single[i] % step)
   }
+})
+
+test('signatures do not depend on the texts read before (the scratch arrays grow in the middle of a text)', () => {
+  // longer than any text before it in this file: the word, shingle and n-gram arrays all grow while reading it
+  const huge = ownWords(77, 60_000)
+  const first = dedupSignatures(huge)
+  const again = dedupSignatures(huge)
+  assert.deepEqual([...first.minhash], [...again.minhash])
+  assert.deepEqual([...first.positions], [...again.positions])
+  assert.equal(first.simhash, again.simhash)
+  assert.deepEqual([...first.minhash], [...createMinHasher().signatureOf(shingleHashes(huge, createWordTokenizer(), 3))])
+  assert.deepEqual([...simhash(huge)], [...simhashFromHex(first.simhash)])
+  // and a short text after it reads only its own words
+  assert.deepEqual([...dedupSignatures('alpha beta gamma delta epsilon').minhash], [...minhashSignature('alpha beta gamma delta epsilon')])
+})
+
+test('minhash: scheme 2 sets MINHASH_MARK in every value, so a stored scheme-1 signature is told apart and shares no value', () => {
+  const sig = minhashSignature('검색 서비스의 문서 색인 결과 and some english words here')
+  assert.ok([...sig].every((v) => v >= MINHASH_MARK && v < MINHASH_EMPTY))
+  assert.equal(isCurrentMinhash(sig), true)
+  assert.equal(isCurrentMinhash(minhashSignature('')), true, 'an empty text reads the same in both schemes')
+  // scheme 1: (a x + b) mod 2^31 - 1, every value below 2^31
+  const r = rng(9)
+  const old = Uint32Array.from({ length: 128 }, () => Math.floor(r() * (2 ** 31 - 1)))
+  assert.equal(isCurrentMinhash(old), false)
+  assert.equal(jaccardEstimate(old, sig), 0)
 })
 
 /** Exact Jaccard of the word 3-shingle sets, built independently with strings. */
