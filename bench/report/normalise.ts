@@ -313,10 +313,10 @@ function search(raw: unknown): Normalised {
   if (groups.length > 0) series.push({ id: 'latency', title: `Search latency under load (${String(connections ?? '?')} connections, over HTTP)`, unit: 'ms', kind: 'percentiles', groups })
   const breakdown: Series['groups'] = []
   for (const name of Object.keys(low)) {
-    const b = obj(low, `${name}.breakdown_mean_ms`)
+    const b = obj(low, `${name}.breakdown_p50_ms`)
     if (b) breakdown.push({ label: name, values: Object.fromEntries(Object.entries(b).filter(([, v]) => typeof v === 'number')) as Record<string, number> })
   }
-  if (breakdown.length > 0) series.push({ id: 'breakdown', title: 'Search at 1 connection: mean time per part', unit: 'ms', kind: 'stages', groups: breakdown })
+  if (breakdown.length > 0) series.push({ id: 'breakdown', title: 'Search at 1 connection: median time per part', unit: 'ms', kind: 'stages', groups: breakdown })
   const build = obj(raw, 'build')
   if (build?.reused === true) notes.push('the search data was reused from an earlier run (its build time is that run\'s)')
   return { machine: obj(raw, 'machine'), sizes: obj(raw, 'sizes') ?? {}, comparisons, notes, series }

@@ -198,7 +198,7 @@ describe('normalisation of each benchmark', () => {
 
   it('search: overhead and 10-KB targets turned into ratio targets, latency per scenario', () => {
     const low = (e2e: number, index: number) => ({ e2e_http: { p50_ms: e2e, p99_ms: e2e * 2, mean_ms: e2e }, baseline_direct_store: { index_p50_ms: index, total_p50_ms: index + 0.5 },
-      breakdown_mean_ms: { query_encoding: 0.2, vector_index: index, fusion_pooling_results: 0.3, json_stringify: 0.1, http_routing_validation_client: 0.4 } })
+      breakdown_p50_ms: { query_encoding: 0.2, vector_index: index, fusion_pooling_results: 0.3, json_stringify: 0.1, http_routing_validation_client: 0.4 } })
     const load = (qps: number, p50: number, p99: number) => ({ qps, p50_ms: p50, p99_ms: p99, requests: 100, rounds: { qps: { median: qps, min: qps - 10, max: qps + 10 } } })
     const raw = {
       bench: 'search', machine: {}, sizes: { chunks: 2000, connections: 16 }, build: { reused: false },

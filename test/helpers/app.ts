@@ -1,10 +1,12 @@
 // Starts the whole service on an ephemeral port with a temporary data folder, on the embedded default or,
 // with `services`, on PostgreSQL + Redis + S3 (s3rver). Everything is torn down by t.after.
-import { mkdtempSync, rmSync } from 'node:fs'
+import { cpSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import type { TestContext } from 'node:test'
+import { createPgliteSql } from '../../adapters/metadata/pglite.ts'
+import { migrate } from '../../adapters/metadata/migrate.ts'
 import { createApp, type App } from '../../kernel/app.ts'
 import { resolveSettings } from '../../kernel/config/load.ts'
 import { createLogger, type Logger } from '../../kernel/log.ts'
@@ -33,6 +35,25 @@ export interface StartOptions {
   /** The service's logger (default silent): the security suite reads what it writes. */
   log?: Logger
 }
+
+/**
+ * A migrated PGlite database made once per test process and copied into each new embedded data folder: initdb
+ * takes seconds, a copy a fraction of one, and an app opening the copy finds every migration applied. Tests of
+ * a fresh database itself (start-up, migrations) open PGlite directly and never see this.
+ */
+let pgliteTemplate: Promise<string> | undefined
+const migratedPglite = () =>
+  (pgliteTemplate ??= (async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'quarry-pglite-template-'))
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }))
+    const sql = await createPgliteSql({ dir })
+    try {
+      await migrate(sql)
+    } finally {
+      await sql.close()
+    }
+    return dir
+  })())
 
 export async function startApp(t: TestContext | { after(fn: () => unknown): void }, opts: StartOptions = {}): Promise<StartedApp> {
   const dataDir = mkdtempSync(join(tmpdir(), 'quarry-test-'))
@@ -64,6 +85,7 @@ export async function startApp(t: TestContext | { after(fn: () => unknown): void
     raw.redis = { host: r.hostname, port: Number(r.port || 6379), db: 0, key_prefix: `qt-${randomBytes(4).toString('hex')}`, ...raw.redis }
     raw.s3 = { endpoint: s3.endpoint, access_key: s3.accessKey, secret_key: s3.secretKey, rag_bucket: s3.bucket, insecure: true, ...raw.s3 }
   }
+  if (!opts.services && raw.data_dir === dataDir && !raw.postgres?.host) cpSync(await migratedPglite(), join(dataDir, 'pglite'), { recursive: true })
   const { settings } = resolveSettings(raw, { REDIS_PASSWORD: undefined })
   const app = await createApp({ settings, plugins: opts.plugins ?? defaultPlugins(), log: opts.log ?? createLogger('SILENT') })
   cleanups.unshift(() => app.close())
