@@ -1,23 +1,37 @@
 // Durable-file helpers shared by the embedded drivers (objects, queue, vectors).
-import { constants, promises as fs } from 'node:fs'
+import { closeSync, constants, fsync, openSync } from 'node:fs'
 
-/** A rename or a new file is only durable once the folder holding it is fsync'd. */
-export async function fsyncDir(dir: string): Promise<void> {
-  const fh = await fs.open(dir, constants.O_RDONLY)
-  try {
-    await fh.sync()
-  } finally {
-    await fh.close()
-  }
+/**
+ * A rename or a new file is only durable once the folder holding it is fsync'd. Opening and closing a folder
+ * are quick system calls, done in place: the fsync alone goes to the thread pool (one hand-off instead of
+ * three; on two cores each hand-off is a thread switch, and an ingest makes several per document).
+ */
+export function fsyncDir(dir: string): Promise<void> {
+  return fsyncPath(dir, constants.O_RDONLY)
 }
 
-export async function fsyncFile(path: string): Promise<void> {
-  const fh = await fs.open(path, 'r+')
+export function fsyncFile(path: string): Promise<void> {
+  return fsyncPath(path, constants.O_RDWR)
+}
+
+function fsyncPath(path: string, flags: number): Promise<void> {
+  let fd: number
   try {
-    await fh.sync()
-  } finally {
-    await fh.close()
+    fd = openSync(path, flags)
+  } catch (err) {
+    return Promise.reject(err)
   }
+  return new Promise((resolve, reject) => {
+    fsync(fd, (err) => {
+      try {
+        closeSync(fd)
+      } catch {
+        // The fsync's answer is what counts; a failed close leaks nothing (the descriptor is released).
+      }
+      if (err) reject(err)
+      else resolve()
+    })
+  })
 }
 
 /** Whether a process holding a lock file is still alive (EPERM: alive, owned by someone else). */

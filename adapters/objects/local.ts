@@ -1,12 +1,13 @@
 // Objects as plain files: `<dir>/objects/<key>`, one folder per key segment, so an operator can read
-// them with ordinary tools. A sidecar `<dir>/meta/<key>.meta.json` keeps the etag and content type; it is
-// only trusted while it names the data file's inode, size and mtime, so a crash between the two renames
-// or two concurrent puts can make it stale but never wrong (head then hashes the file again).
+// them with ordinary tools. A sidecar `<dir>/meta/<key>.meta.json` keeps the etag and content type of an
+// object over SMALL_OBJECT bytes (head hashes a smaller one); it is only trusted while it names the data
+// file's inode, size and mtime, so a crash between the two renames or two concurrent puts can make it stale
+// but never wrong (head then hashes the file again).
 import { createHash, randomUUID } from 'node:crypto'
-import { constants, promises as fs } from 'node:fs'
+import { closeSync, constants, fstatSync, fsync, mkdirSync, openSync, promises as fs, readSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
-import type { Readable } from 'node:stream'
+import { Readable } from 'node:stream'
 import { AppError, storageFailure } from '../../kernel/errors.ts'
 import type { ObjectInfo, ObjectStore } from '../ports.ts'
 import { fsyncDir } from '../durable.ts'
@@ -28,12 +29,47 @@ interface Sidecar {
 /** Temp files older than this are leftovers of a crashed write (another process may still be writing newer ones). */
 const STALE_TMP_MS = 60 * 60 * 1000
 const DELETE_CONCURRENCY = 16
+/**
+ * Objects up to this size are written and read with in-place system calls and one thread hand-off (the
+ * fsync); larger ones stream through the thread pool. The ingest profile: puts were 16 % of the main thread,
+ * mostly the fourteen hand-offs of each; in place, the main thread spent less and the pool threads a fifth.
+ * Creating a file is usually microseconds, but 0.8 ms in this machine's /tmp: the loop then waits that long.
+ */
+const SMALL_OBJECT = 256 * 1024
 
 const notFound = (key: string) => new AppError('OBJECT_NOT_FOUND', 404, `Object ${JSON.stringify(key)} not found`)
 const keyConflict = (key: string, cause: unknown) =>
   new AppError('OBJECT_KEY_CONFLICT', 409, `Object key ${JSON.stringify(key)} conflicts with an existing object: one key cannot be both an object and a folder of other objects in local storage`, { cause })
 
 const errno = (err: unknown): string | undefined => (err as NodeJS.ErrnoException | null)?.code
+
+async function writeAll(fh: FileHandle, buf: Uint8Array): Promise<void> {
+  for (let off = 0; off < buf.byteLength; ) off += (await fh.write(buf, off, buf.byteLength - off)).bytesWritten
+}
+
+/** Writes the parts to a new file and fsyncs it (the one step sent to the thread pool). */
+async function writeSmall(path: string, parts: Uint8Array[]): Promise<{ ino: number; mtimeMs: number }> {
+  const fd = openSync(path, 'wx')
+  try {
+    for (const part of parts) for (let off = 0; off < part.byteLength; ) off += writeSync(fd, part, off, part.byteLength - off)
+    await new Promise<void>((resolve, reject) => fsync(fd, (err) => (err ? reject(err) : resolve())))
+    const st = fstatSync(fd)
+    return { ino: st.ino, mtimeMs: st.mtimeMs }
+  } finally {
+    closeSync(fd)
+  }
+}
+
+function readAll(fd: number, size: number): Buffer {
+  const buf = Buffer.allocUnsafeSlow(size)
+  let at = 0
+  while (at < size) {
+    const n = readSync(fd, buf, at, size - at, at)
+    if (n === 0) break
+    at += n
+  }
+  return at === size ? buf : buf.subarray(0, at)
+}
 
 export async function createLocalObjectStore(options: LocalObjectStoreOptions): Promise<ObjectStore> {
   if (!options?.dir) throw new Error('createLocalObjectStore: dir is required')
@@ -53,30 +89,45 @@ export async function createLocalObjectStore(options: LocalObjectStoreOptions): 
     if (closed) throw storageFailure(`Local object store at ${root} is closed`)
   }
 
-  /** Renames a finished temp file to its final name, creating folders; retries when a delete prunes them meanwhile. */
-  async function place(tmp: string, final: string, key: string): Promise<void> {
+  /**
+   * Renames a finished temp file to its final name, creating folders (retried when a delete prunes them
+   * meanwhile). Returns the folders whose entries changed: the final one, and the parent of each folder made.
+   * Done in place, as SMALL_OBJECT explains.
+   */
+  function place(tmp: string, final: string, key: string): string[] {
+    const changed = new Set([dirname(final)])
     for (let attempt = 0; ; attempt++) {
       try {
-        await fs.mkdir(dirname(final), { recursive: true })
-        await fs.rename(tmp, final)
-        return
+        renameSync(tmp, final)
+        return [...changed]
       } catch (err) {
         const code = errno(err)
-        if (code === 'ENOENT' && attempt < 5) continue
+        if (code === 'ENOENT' && attempt < 5) {
+          try {
+            const first = mkdirSync(dirname(final), { recursive: true })
+            // Each folder made, from the first one down, is a new entry in the folder above it.
+            if (first) for (let d = dirname(final); d.length >= first.length; d = dirname(d)) changed.add(dirname(d))
+          } catch (mkErr) {
+            const mkCode = errno(mkErr)
+            if (mkCode === 'EEXIST' || mkCode === 'ENOTDIR') throw keyConflict(key, mkErr)
+            if (mkCode !== 'ENOENT') throw mkErr
+          }
+          continue
+        }
         if (code === 'EEXIST' || code === 'ENOTDIR' || code === 'EISDIR' || code === 'ENOTEMPTY') throw keyConflict(key, err)
         throw err
       }
     }
   }
 
-  async function writeSidecar(key: string, meta: Sidecar): Promise<void> {
+  /** The sidecar is a cache checked against the data file, written without fsync; without it head hashes the file. */
+  function writeSidecar(key: string, meta: Sidecar): void {
     const tmp = tmpPath()
     try {
-      await fs.writeFile(tmp, JSON.stringify(meta), { flag: 'wx' })
-      await place(tmp, metaPath(key), key)
+      writeFileSync(tmp, JSON.stringify(meta), { flag: 'wx' })
+      place(tmp, metaPath(key), key)
     } catch {
-      // The sidecar is a cache checked against the data file; without it head hashes the file instead.
-      await fs.rm(tmp, { force: true })
+      rmSync(tmp, { force: true })
     }
   }
 
@@ -168,34 +219,52 @@ export async function createLocalObjectStore(options: LocalObjectStoreOptions): 
       checkKey(key)
       ensureOpen()
       const tmp = tmpPath()
-      const fh = await fs.open(tmp, 'wx')
-      let open = true
+      const hash = createHash('md5')
+      let size = 0
+      // A body of at most SMALL_OBJECT bytes is gathered and written in place with one thread hand-off (its
+      // fsync); a larger one streams to the file through the thread pool as it arrives.
+      const gathered: Uint8Array[] = []
+      let fh: FileHandle | null = null
+      let st: { ino: number; mtimeMs: number }
       try {
-        const hash = createHash('md5')
-        let size = 0
-        const write = async (buf: Uint8Array) => {
-          hash.update(buf)
-          size += buf.byteLength
+        const chunks = body instanceof Uint8Array ? [body] : (body as Readable)
+        for await (const c of chunks) {
+          const chunk = typeof c === 'string' ? Buffer.from(c) : (c as Uint8Array)
+          hash.update(chunk)
+          size += chunk.byteLength
           if (opts.size !== undefined && size > opts.size) throw sizeMismatch(key, opts.size, `more than ${opts.size}`)
-          for (let off = 0; off < buf.byteLength; ) off += (await fh.write(buf, off, buf.byteLength - off)).bytesWritten
+          if (fh) {
+            await writeAll(fh, chunk)
+            continue
+          }
+          gathered.push(chunk)
+          if (size > SMALL_OBJECT) {
+            fh = await fs.open(tmp, 'wx')
+            for (const g of gathered.splice(0)) await writeAll(fh, g)
+          }
         }
-        if (body instanceof Uint8Array) await write(body)
-        else for await (const chunk of body as Readable) await write(typeof chunk === 'string' ? Buffer.from(chunk) : (chunk as Uint8Array))
         if (opts.size !== undefined && size !== opts.size) throw sizeMismatch(key, opts.size, String(size))
         // Durable before it takes the final name: a crash leaves the old object or the new one, never half of it.
-        await fh.sync()
-        const st = await fh.stat()
-        await fh.close()
-        open = false
+        const large = fh !== null
+        if (fh) {
+          await fh.sync()
+          st = await fh.stat()
+          await fh.close()
+          fh = null
+        } else {
+          st = await writeSmall(tmp, gathered)
+        }
         const final = dataPath(key)
-        await place(tmp, final, key)
-        await fsyncDir(dirname(final))
+        await Promise.all(place(tmp, final, key).map(fsyncDir))
         const info: ObjectInfo = { size, etag: hash.digest('hex'), contentType: opts.contentType ?? contentTypeFor(key) }
-        await writeSidecar(key, { ...info, ino: st.ino, mtimeMs: st.mtimeMs })
+        // A small object gets no sidecar: head hashes it in well under a millisecond, and a sidecar costs two
+        // new inodes (its file and folder), which some disks make expensive (0.8 ms each measured in this
+        // machine's /tmp). Its content type then comes from the key's extension.
+        if (large) writeSidecar(key, { ...info, ino: st.ino, mtimeMs: st.mtimeMs })
         return info
       } catch (err) {
-        if (open) await fh.close().catch(() => {})
-        await fs.rm(tmp, { force: true })
+        if (fh) await fh.close().catch(() => {})
+        rmSync(tmp, { force: true })
         if (err instanceof AppError) throw err
         if (errno(err) === 'ENAMETOOLONG') throw new AppError('OBJECT_KEY_INVALID', 422, `Object key ${JSON.stringify(key)} is too long for local storage`)
         throw storageFailure(`Local object store: put of ${JSON.stringify(key)} failed: ${(err as Error).message}`, err)
@@ -205,9 +274,27 @@ export async function createLocalObjectStore(options: LocalObjectStoreOptions): 
     async get(key) {
       checkKey(key)
       ensureOpen()
-      const obj = await openObject(key)
-      if (!obj) throw notFound(key)
-      return obj.fh.createReadStream()
+      const path = dataPath(key)
+      let fd: number
+      try {
+        fd = openSync(path, constants.O_RDONLY)
+      } catch (err) {
+        const code = errno(err)
+        if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR') throw notFound(key)
+        throw err
+      }
+      let st
+      try {
+        st = fstatSync(fd)
+        if (!st.isFile()) throw notFound(key)
+        // A small object is read in place, into a buffer of its own (a reader may move it to another thread).
+        if (st.size <= SMALL_OBJECT) return Readable.from([readAll(fd, st.size)])
+      } catch (err) {
+        closeSync(fd)
+        throw err
+      }
+      closeSync(fd)
+      return (await fs.open(path, constants.O_RDONLY)).createReadStream()
     },
 
     async head(key) {

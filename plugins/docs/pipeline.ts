@@ -104,7 +104,10 @@ export function createProcessor(deps: {
         }
         if (size === 0) throw new Error('file is empty')
         metrics.bytes += size
-        // A fresh, exactly sized buffer: it is moved to the worker thread, which detaches it here.
+        // A buffer of its own, exactly sized: it is moved to the worker thread, which detaches it here. A file
+        // read in one piece into a buffer of its own (the local store's small objects) is moved as it is.
+        const only = parts.length === 1 ? parts[0] : null
+        if (only && only.byteOffset === 0 && only.byteLength === only.buffer.byteLength) return { bytes: new Uint8Array(only.buffer, 0, size), cfg, docType: type }
         const bytes = new Uint8Array(size)
         let at = 0
         for (const p of parts) {
