@@ -211,6 +211,8 @@ export async function createApp(opts: AppOptions): Promise<App> {
 
   type Lookup = ReturnType<typeof router.find>
   interface RouteMatch extends Matched { lookup: Lookup }
+  /** What done() needs besides the result, when run() finishes the request itself. */
+  interface Finish { found: Lookup; started: number }
   const DISCARD: BodyPlan = { kind: 'discard', limit: 0 }
   const STREAM: BodyPlan = { kind: 'stream', limit: Infinity }
   const BUFFER: BodyPlan = { kind: 'buffer', limit: jsonLimit }
@@ -242,23 +244,36 @@ export async function createApp(opts: AppOptions): Promise<App> {
     return result
   }
 
+  /** The last step of every request: the metric, the request id, the debug line. */
+  const done = (result: HttpResult, id: string, ex: HttpExchange, found: Lookup, started: number): HttpResult => {
+    // Labelled by the route template, never the raw path: a metric's label set must stay bounded.
+    telemetry.observeRequest(ex.method, found.kind === 'found' ? found.value.info.path : null, started, result.status)
+    return stamp(result, id, ex, found, started)
+  }
+
+  const unmatched = (found: Lookup): HttpResult => {
+    if (found.kind === 'method_not_allowed') return jsonResult(405, { detail: 'Method Not Allowed' }, { allow: found.allowed.join(', ') })
+    if (found.kind === 'bad_path') return jsonResult(400, { detail: 'Malformed percent-encoding in the path' })
+    return jsonResult(404, { detail: 'Not Found' })
+  }
+
   const dispatch = (ex: HttpExchange, matched: Matched): HttpResult | Promise<HttpResult> => {
-    const started = debug ? performance.now() : 0
+    const started = performance.now()
     const headerId = ex.headers['x-request-id']
     const id = headerId !== undefined && REQUEST_ID.test(headerId) ? headerId : `${requestPrefix}-${(++requestCounter).toString(36)}`
     const found = (matched as RouteMatch).lookup
-    // Labelled by the route template, never the raw path: a metric's label set must stay bounded.
-    const out = telemetry.request(ex.method, found.kind === 'found' ? found.value.info.path : null, (): HttpResult | Promise<HttpResult> => {
-      if (found.kind === 'found') return run(found.value, found.params, ex, id)
-      if (found.kind === 'method_not_allowed') return jsonResult(405, { detail: 'Method Not Allowed' }, { allow: found.allowed.join(', ') })
-      if (found.kind === 'bad_path') return jsonResult(400, { detail: 'Malformed percent-encoding in the path' })
-      return jsonResult(404, { detail: 'Not Found' })
-    })
-    if (out instanceof Promise) return out.then((result) => stamp(result, id, ex, found, started))
-    return stamp(out, id, ex, found, started)
+    if (telemetry.tracing) {
+      // the request's span must enclose the handler, so that the stages it calls nest under it
+      const out = telemetry.request(ex.method, found.kind === 'found' ? found.value.info.path : null, () =>
+        found.kind === 'found' ? run(found.value, found.params, ex, id, null) : unmatched(found))
+      if (out instanceof Promise) return out.then((result) => stamp(result, id, ex, found, started))
+      return stamp(out, id, ex, found, started)
+    }
+    // Untraced (the usual case): no closure around the handler, and an asynchronous handler's answer is finished
+    // in the same continuation that makes it a response (one promise per request, not one per layer).
+    if (found.kind !== 'found') return done(unmatched(found), id, ex, found, started)
+    return run(found.value, found.params, ex, id, { found, started })
   }
-
-  const makeRequest = (params: Record<string, string>, ex: HttpExchange, id: string): Request<any, any, any> => new KernelRequest(id, params, ex, log)
 
   const failure = (err: unknown, id: string, ex: HttpExchange): HttpResult => {
     const { status, body, headers } = errorBody(err)
@@ -266,16 +281,22 @@ export async function createApp(opts: AppOptions): Promise<App> {
     return jsonResult(status, body, headers)
   }
 
-  /** Synchronous all the way when nothing needs to wait: no hook, no body, a handler that returns a value. */
-  function run(route: CompiledRoute, rawParams: Record<string, string>, ex: HttpExchange, id: string): HttpResult | Promise<HttpResult> {
+  /**
+   * Synchronous all the way when nothing needs to wait: no hook, no body, a handler that returns a value.
+   * fin: when given, the result is finished here (done()); null when telemetry.request does it (tracing).
+   */
+  function run(route: CompiledRoute, rawParams: Record<string, string>, ex: HttpExchange, id: string, fin: Finish | null): HttpResult | Promise<HttpResult> {
     const { info } = route
     try {
       guardPath(route, rawParams)
     } catch (err) {
-      return failure(err, id, ex)
+      return finished(failure(err, id, ex), id, ex, fin)
     }
-    const req = makeRequest(rawParams, ex, id)
-    if (hooks.length > 0 || validatedHooks.length > 0 || (info.bodyKind === 'json' && ex.bodyBytes === undefined)) return runAsync(route, req, ex)
+    const req = new KernelRequest(id, rawParams, ex, log)
+    if (hooks.length > 0 || validatedHooks.length > 0 || (info.bodyKind === 'json' && ex.bodyBytes === undefined)) {
+      const out = runAsync(route, req, ex)
+      return fin === null ? out : out.then((result) => done(result, id, ex, fin.found, fin.started))
+    }
     try {
       if (route.params) req.params = route.params.parse(rawParams, 'path')
       if (route.query || ex.rawQuery) req.query = parseQuery(ex.rawQuery, route.query)
@@ -284,12 +305,21 @@ export async function createApp(opts: AppOptions): Promise<App> {
         if (route.body) req.body = route.body.parse(req.body, 'body')
       }
       const out = route.handler(req as never)
-      if (out instanceof Promise) return out.then((v) => toResult(v, info.status), (err) => failure(err, id, ex))
-      return toResult(out, info.status)
+      if (out instanceof Promise) {
+        if (fin === null) return out.then((v) => toResult(v, info.status), (err) => failure(err, id, ex))
+        return out.then(
+          (v) => done(toResult(v, info.status), id, ex, fin.found, fin.started),
+          (err) => done(failure(err, id, ex), id, ex, fin.found, fin.started),
+        )
+      }
+      return finished(toResult(out, info.status), id, ex, fin)
     } catch (err) {
-      return failure(err, id, ex)
+      return finished(failure(err, id, ex), id, ex, fin)
     }
   }
+
+  const finished = (result: HttpResult, id: string, ex: HttpExchange, fin: Finish | null): HttpResult =>
+    fin === null ? result : done(result, id, ex, fin.found, fin.started)
 
   async function runAsync(route: CompiledRoute, req: Request<any, any, any>, ex: HttpExchange): Promise<HttpResult> {
     const { info } = route

@@ -32,30 +32,35 @@ export function kbCountLabel(n: number): string {
   return '21+'
 }
 
-interface HttpLabels { method: string; route: string; status: string }
-interface HttpCell { labels: HttpLabels; count: number; sum: number; /** per bucket of LATENCY_BUCKETS, not cumulative */ buckets: number[] }
-interface MetricValue { labels: Record<string, string | number>; value: number; metricName?: string; sharedLabels?: HttpLabels }
+type Labels = Record<string, string>
+interface Cell { labels: Labels; count: number; sum: number; /** per bucket of LATENCY_BUCKETS, not cumulative */ buckets: number[] }
+interface MetricValue { labels: Record<string, string | number>; value: number; metricName?: string; sharedLabels?: Labels }
 
 /**
- * The HTTP request count and latency, kept off prom-client's per-call path: its inc and observe check and hash
- * their labels on every call, which cost more than the rest of the kernel's work for a small request (issue
- * 17). A request adds to plain numbers in its label set's cell, found by route, method and status without
- * building a key; the registry reads the cells through two metric objects that give what prom-client's own
- * Counter and Histogram give (get, getForPromString, reset), so /metrics shows the same series.
+ * A count and a latency histogram over three labels, kept off prom-client's per-call path: its inc and observe
+ * check and hash their labels on every call, which cost more than the rest of the kernel's work for a small
+ * request (issue 17). A call adds to plain numbers in its label set's cell, found through three maps without
+ * building a key; the registry reads the cells through metric objects that give what prom-client's own Counter
+ * and Histogram give (get, getForPromString, reset), so /metrics shows the same series. Used for the HTTP
+ * requests (method, route, status) and the searches (mode, kbs, cache).
  */
-class HttpMeter {
-  private readonly byRoute = new Map<string, Map<string, Map<number, HttpCell>>>()
-  private cells: HttpCell[] = []
+class Meter {
+  private readonly tree = new Map<string, Map<string, Map<string | number, Cell>>>()
+  private cells: Cell[] = []
 
-  record(method: string, route: string, status: number, seconds: number): void {
-    let byMethod = this.byRoute.get(route)
-    if (!byMethod) this.byRoute.set(route, (byMethod = new Map()))
-    let byStatus = byMethod.get(method)
-    if (!byStatus) byMethod.set(method, (byStatus = new Map()))
-    let cell = byStatus.get(status)
+  /** names: the three labels, in the order they are shown and record() takes their values. */
+  constructor(private readonly names: readonly [string, string, string]) {}
+
+  record(a: string, b: string, c: string | number, seconds: number): void {
+    let byB = this.tree.get(a)
+    if (!byB) this.tree.set(a, (byB = new Map()))
+    let byC = byB.get(b)
+    if (!byC) byB.set(b, (byC = new Map()))
+    let cell = byC.get(c)
     if (!cell) {
-      cell = { labels: { method, route, status: String(status) }, count: 0, sum: 0, buckets: LATENCY_BUCKETS.map(() => 0) }
-      byStatus.set(status, cell)
+      const [na, nb, nc] = this.names
+      cell = { labels: { [na]: a, [nb]: b, [nc]: String(c) }, count: 0, sum: 0, buckets: LATENCY_BUCKETS.map(() => 0) }
+      byC.set(c, cell)
       this.cells.push(cell)
     }
     cell.count++
@@ -69,7 +74,7 @@ class HttpMeter {
   }
 
   reset(): void {
-    this.byRoute.clear()
+    this.tree.clear()
     this.cells = []
   }
 
@@ -103,19 +108,20 @@ class HttpMeter {
 }
 
 function createInstruments(registry: Registry) {
-  const http = new HttpMeter()
+  const http = new Meter(['method', 'route', 'status'])
+  const search = new Meter(['mode', 'kbs', 'cache'])
   const httpRequests = http.counter('quarry_http_requests_total', 'HTTP requests answered, by method, route template and status.')
   const httpDuration = http.histogram('quarry_http_request_duration_seconds', 'Time from routing to the response, by method, route template and status.')
+  const searchDuration = search.histogram('quarry_search_duration_seconds', 'Search latency as reported in meta.latency_ms, by mode, number of KBs searched and cache outcome.')
   registry.registerMetric(httpRequests as never)
   registry.registerMetric(httpDuration as never)
+  registry.registerMetric(searchDuration as never)
   return {
     http,
     httpRequests,
     httpDuration,
-    searchDuration: new Histogram({
-      name: 'quarry_search_duration_seconds', help: 'Search latency as reported in meta.latency_ms, by mode, number of KBs searched and cache outcome.',
-      labelNames: ['mode', 'kbs', 'cache'] as const, buckets: LATENCY_BUCKETS, registers: [registry],
-    }),
+    search,
+    searchDuration,
     ingestStage: new Histogram({
       name: 'quarry_ingest_stage_duration_seconds', help: 'Duration of one ingest stage of one document.',
       labelNames: ['stage'] as const, buckets: STAGE_BUCKETS, registers: [registry],
@@ -145,6 +151,11 @@ export interface Telemetry {
    * calls nest under it. Synchronous results stay synchronous. route: the template (/api/kb/{kb_id}), or null.
    */
   request<R extends { status: number }>(method: string, route: string | null, fn: () => R | Promise<R>): R | Promise<R>
+  /**
+   * The metric part of request() alone, for a request answered without a span (tracing off): started is the
+   * performance.now() of when routing began.
+   */
+  observeRequest(method: string, route: string | null, started: number, status: number): void
   /** Search latency; the number of KBs is bucketed (kbCountLabel). */
   searched(mode: string, kbCount: number, cache: 'hit' | 'miss' | 'none', ms: number): void
   /** Starts exporting spans when settings.tracing.enabled; a second start while on is refused. */
@@ -186,8 +197,11 @@ export function createTelemetry(): Telemetry {
       observe(method, label, started, out.status)
       return out
     },
+    observeRequest(method, route, started, status) {
+      metrics.http.record(method, route ?? UNMATCHED_ROUTE, status, (performance.now() - started) / 1000)
+    },
     searched(mode, kbCount, cache, ms) {
-      metrics.searchDuration.observe({ mode, kbs: kbCountLabel(kbCount), cache }, ms / 1000)
+      metrics.search.record(mode, kbCountLabel(kbCount), cache, ms / 1000)
     },
     async startTracing(settings, log) {
       if (!settings.tracing.enabled) return

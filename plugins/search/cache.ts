@@ -3,7 +3,7 @@
 // service's retrieval settings, at the KBs' index versions (adapters/ports.ts SearchCache). A write to a KB
 // bumps its version, so the next search misses at once.
 // A hit is the stored answer byte for byte, except meta.cache_status and meta.latency_ms, which close it.
-import { createHash } from 'node:crypto'
+import * as crypto from 'node:crypto'
 import type { Embedder, SearchCache } from '../../adapters/ports.ts'
 import type { Settings } from '../../kernel/config/schema.ts'
 import type { Logger } from '../../kernel/log.ts'
@@ -13,7 +13,10 @@ import { telemetry } from '../../kernel/telemetry.ts'
 /** Raised when the stored format changes, so that instances of two releases never read each other's answers. */
 const FORMAT = 1
 
-const sha256 = (text: string) => createHash('sha256').update(text).digest('base64url')
+// crypto.hash (Node 20.12+): one call instead of a Hash object per key; the same digest either way
+const sha256: (text: string) => string = typeof crypto.hash === 'function'
+  ? (text) => crypto.hash('sha256', text, 'base64url')
+  : (text) => crypto.createHash('sha256').update(text).digest('base64url')
 
 /**
  * What every answer of this service depends on besides the request: settings read at start, the embedder.
@@ -40,9 +43,15 @@ export function cacheKey(fingerprint: string, p: SearchPlan): string {
  * cache_status (the meta object's last but one field, SearchOutput).
  */
 export function serialise(out: SearchOutput): { head: string; latency: number } {
-  const { cache_status: _status, latency_ms: latency, ...meta } = out.meta
-  const json = JSON.stringify({ ...out, meta })
-  return { head: `${json.slice(0, -2)},`, latency }
+  const latency = out.meta.latency_ms
+  const json = JSON.stringify(out)
+  // meta is the answer's last field and these two its last (SearchOutput), holding no user text: the head is
+  // the text before them, cut rather than serialised from a copy of the answer without them.
+  const tail = `"cache_status":${JSON.stringify(out.meta.cache_status)},"latency_ms":${latency}}}`
+  if (json.endsWith(tail)) return { head: json.slice(0, -tail.length), latency }
+  const { cache_status: _status, latency_ms: _latency, ...meta } = out.meta
+  const rest = JSON.stringify({ ...out, meta })
+  return { head: `${rest.slice(0, -2)},`, latency }
 }
 
 export const finish = (head: string, status: 'hit' | 'miss', latencyMs: number) =>

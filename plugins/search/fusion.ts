@@ -24,22 +24,41 @@ export const inKbFusionK = (hybrid: { rrf_k: number; kb_rrf_k?: number }): numbe
  */
 export function fuseInKb(dense: readonly VectorHit[], sparse: readonly VectorHit[], alpha: number, k: number, limit = Infinity, counts?: { candidates: number }): Ranked[] {
   const byId = new Map<string, { hit: VectorHit; score: number }>()
-  const add = (hits: readonly VectorHit[], weight: number) => {
-    if (weight <= 0) return
-    for (let i = 0; i < hits.length; i++) {
-      const hit = hits[i]
-      const r = byId.get(hit.id)
-      const s = weight / (k + i + 1)
-      if (r) r.score += s
-      else byId.set(hit.id, { hit, score: s })
-    }
-  }
-  add(dense, alpha)
-  add(sparse, 1 - alpha)
+  addRanks(byId, dense, alpha, k)
+  addRanks(byId, sparse, 1 - alpha, k)
   if (counts) counts.candidates = byId.size
-  const fused = [...byId.values()].sort((a, b) => b.score - a.score || a.hit.id.localeCompare(b.hit.id))
-  return fused.length > limit ? fused.slice(0, limit) : fused
+  if (!(limit < byId.size && limit >= 1 && Number.isInteger(limit))) {
+    const fused = [...byId.values()].sort(fusedBefore)
+    return fused.length > limit ? fused.slice(0, limit) : fused
+  }
+  // Only the first `limit` of about 80 are kept (top_k of 2 x 40): insertion into a short sorted list instead of a
+  // full sort. Ids are unique here, so the order is total and the list is the head of the full sort.
+  const head: Ranked[] = []
+  for (const r of byId.values()) {
+    if (head.length === limit && fusedBefore(r, head[limit - 1]) >= 0) continue
+    let i = head.length === limit ? limit - 1 : head.length
+    while (i > 0 && fusedBefore(r, head[i - 1]) < 0) {
+      head[i] = head[i - 1]
+      i--
+    }
+    head[i] = r
+  }
+  return head
 }
+
+// Module-level rather than closures: a search over ten KBs fuses ten times per request.
+function addRanks(byId: Map<string, { hit: VectorHit; score: number }>, hits: readonly VectorHit[], weight: number, k: number): void {
+  if (weight <= 0) return
+  for (let i = 0; i < hits.length; i++) {
+    const hit = hits[i]
+    const r = byId.get(hit.id)
+    const s = weight / (k + i + 1)
+    if (r) r.score += s
+    else byId.set(hit.id, { hit, score: s })
+  }
+}
+
+const fusedBefore = (a: Ranked, b: Ranked): number => b.score - a.score || a.hit.id.localeCompare(b.hit.id)
 
 export interface Pooled extends Ranked {
   /** The final score shown to clients. */
@@ -54,12 +73,15 @@ const round6 = (x: number) => Math.round(x * 1e6) / 1e6
  * then the order of kb_ids in the request. `counts.pooled` receives the length of the pooled list before the cut.
  */
 export function poolByRank(lists: readonly Ranked[][], rrfK: number, topK: number, counts?: { pooled: number }): Pooled[] {
-  const out: (Pooled & { kbOrder: number })[] = []
-  lists.forEach((list, kbOrder) => list.forEach((r, i) => out.push({ ...r, final: round6(1 / (rrfK + i + 1)), kbOrder })))
+  // Sorted as small entries of one shape; only the topK kept are copied into results (ten KBs pool 100, keep 10).
+  const out: { r: Ranked; final: number; score: number; kbOrder: number }[] = []
+  for (let kbOrder = 0; kbOrder < lists.length; kbOrder++) {
+    const list = lists[kbOrder]
+    for (let i = 0; i < list.length; i++) out.push({ r: list[i], final: round6(1 / (rrfK + i + 1)), score: list[i].score, kbOrder })
+  }
   if (counts) counts.pooled = out.length
-  return out
-    .sort((a, b) => b.final - a.final || b.score - a.score || a.kbOrder - b.kbOrder)
-    .slice(0, topK)
+  out.sort((a, b) => b.final - a.final || b.score - a.score || a.kbOrder - b.kbOrder)
+  return out.slice(0, topK).map((e) => ({ ...e.r, final: e.final, kbOrder: e.kbOrder }))
 }
 
 /**
@@ -67,8 +89,10 @@ export function poolByRank(lists: readonly Ranked[][], rrfK: number, topK: numbe
  * `counts.pooled` receives how many passed min_score, before the top_k cut.
  */
 export function poolByScore(lists: readonly Ranked[][], minScore: number, topK: number, counts?: { pooled: number }): Pooled[] {
-  const out: Pooled[] = []
-  for (const list of lists) for (const r of list) if (minScore <= 0 || r.score >= minScore) out.push({ ...r, final: round6(r.score) })
+  // As in poolByRank: entries of one shape sorted, results copied for the topK kept only.
+  const out: { r: Ranked; final: number; id: string }[] = []
+  for (const list of lists) for (const r of list) if (minScore <= 0 || r.score >= minScore) out.push({ r, final: round6(r.score), id: r.hit.id })
   if (counts) counts.pooled = out.length
-  return out.sort((a, b) => b.final - a.final || a.hit.id.localeCompare(b.hit.id)).slice(0, topK)
+  out.sort((a, b) => b.final - a.final || a.id.localeCompare(b.id))
+  return out.slice(0, topK).map((e) => ({ ...e.r, final: e.final }))
 }

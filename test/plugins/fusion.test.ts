@@ -62,4 +62,29 @@ describe('fuseInKb', () => {
     assert.equal(counts.pooled, 2, 'what passed min_score, before the top_k cut')
     assert.deepEqual(reads, [])
   })
+
+  it('cut and pooled lists are the heads of the fully sorted ones, ties included, over many generated lists', () => {
+    let seed = 7
+    const rnd = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648
+    // Few distinct ids and coarse scores, so that equal scores and ids in several KBs are common.
+    const pick = (n: number) => [...new Set(Array.from({ length: n }, () => `c${Math.floor(rnd() * 30)}`))]
+    const round6 = (x: number) => Math.round(x * 1e6) / 1e6
+    for (let t = 0; t < 300; t++) {
+      const [dense, sparse] = [hits(pick(Math.floor(rnd() * 40)), []), hits(pick(Math.floor(rnd() * 40)), [])]
+      const alpha = [0, 0.2, 0.5, 1][t % 4]
+      const whole = fuseInKb(dense, sparse, alpha, 3)
+      const sorted = [...whole].sort((a, b) => b.score - a.score || a.hit.id.localeCompare(b.hit.id))
+      assert.deepEqual(whole, sorted)
+      for (const limit of [1, 3, 10]) assert.deepEqual(fuseInKb(dense, sparse, alpha, 3, limit), whole.slice(0, limit))
+
+      const lists = Array.from({ length: 1 + (t % 11) }, () => fuseInKb(hits(pick(12), []), hits(pick(12), []), alpha, 3, 10)
+        .map((r) => ({ ...r, score: Math.round(r.score * 20) / 20 })))
+      const byRank = lists.flatMap((list, kbOrder) => list.map((r, i) => ({ ...r, final: round6(1 / (61 + i)), kbOrder })))
+        .sort((a, b) => b.final - a.final || b.score - a.score || a.kbOrder - b.kbOrder)
+      assert.deepEqual(poolByRank(lists, 60, 10), byRank.slice(0, 10))
+      const byScore = lists.flat().filter((r) => r.score >= 0.1).map((r) => ({ ...r, final: round6(r.score) }))
+        .sort((a, b) => b.final - a.final || a.hit.id.localeCompare(b.hit.id))
+      assert.deepEqual(poolByScore(lists, 0.1, 10), byScore.slice(0, 10))
+    }
+  })
 })
