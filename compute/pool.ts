@@ -67,7 +67,7 @@ export const COMPUTE_WORKER_CRASHED = 'COMPUTE_WORKER_CRASHED'
 export const COMPUTE_ABORTED = 'COMPUTE_ABORTED'
 export const COMPUTE_CLOSED = 'COMPUTE_CLOSED'
 
-const WORKER_ENTRY = new URL('./worker.mjs', import.meta.url).href
+const WORKER_ENTRY = new URL('./worker.cjs', import.meta.url).href
 
 interface ResolvedOptions {
   maxThreads: number

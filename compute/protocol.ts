@@ -31,7 +31,7 @@ type TaskFn<K extends TaskName> = TaskModules[K]['default']
 export type TaskRequest<K extends TaskName> = Parameters<TaskFn<K>>[0]
 export type TaskValue<K extends TaskName> = Awaited<ReturnType<TaskFn<K>>> extends TaskResult<infer V> ? V : never
 
-/** What the pool posts to the generic worker entry (compute/worker.mjs). */
+/** What the pool posts to the generic worker entry (compute/worker.cjs, which hands it to worker.mjs). */
 export interface TaskEnvelope {
   /** Pool-local call id: the worker reports it when the task starts, which starts the call's timeout. */
   id: number

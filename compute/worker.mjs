@@ -1,6 +1,7 @@
-// The one worker entry of the compute pool. It is plain ESM because it must run before any TypeScript can:
-// it registers tsx in this thread, so the .task.ts modules load the same way whether the process was started
-// with `tsx`, `node --import tsx` or `node --test` (the pool starts workers with an empty execArgv).
+// The worker side of the compute pool (loaded by worker.cjs, the entry Piscina starts). It is plain ESM because
+// it must run before any TypeScript can: it registers tsx in this thread, so the .task.ts modules load the same
+// way whether the process was started with `tsx`, `node --import tsx` or `node --test` (the pool starts workers
+// with an empty execArgv).
 import { parentPort } from 'node:worker_threads'
 import { register } from 'tsx/esm/api'
 import { move, transferableSymbol, valueSymbol } from 'piscina'
