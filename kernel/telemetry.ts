@@ -198,7 +198,7 @@ export function createTelemetry(): Telemetry {
       return out
     },
     observeRequest(method, route, started, status) {
-      metrics.http.record(method, route ?? UNMATCHED_ROUTE, status, (performance.now() - started) / 1000)
+      observe(method, route ?? UNMATCHED_ROUTE, started, status)
     },
     searched(mode, kbCount, cache, ms) {
       metrics.search.record(mode, kbCountLabel(kbCount), cache, ms / 1000)

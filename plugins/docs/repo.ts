@@ -95,6 +95,8 @@ export interface NewDocument {
 const INSERT_FIELDS = ['doc_id', 'kb_id', 'source', 'status', 'title', 'source_type', 'doc_type', 'connector_id', 'source_uri', 'content_type',
   'storage_key', 'file_size', 'etag', 'content_version', 'pending_op'] as const satisfies readonly (keyof NewDocument)[]
 
+const INSERT_INTO = `INSERT INTO documents (${INSERT_FIELDS.join(', ')}, heartbeat_at, doc_created_at)`
+
 type InsertOutcome = { row: DocumentRecord | null; err?: unknown }
 
 export function createDocRepo(db: SqlRunner, opts: DocRepoOptions) {
@@ -124,8 +126,7 @@ export function createDocRepo(db: SqlRunner, opts: DocRepoOptions) {
       try {
         // A name (or id) that exists already is skipped and answers null, as the single insert's unique violation does.
         const rows = await db.query<DocumentRecord>(
-          `INSERT INTO documents (doc_id, kb_id, source, status, title, source_type, doc_type, connector_id, source_uri, content_type,
-             storage_key, file_size, etag, content_version, pending_op, heartbeat_at, doc_created_at)
+          `${INSERT_INTO}
            SELECT d.*, now(), now() FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::uuid[],
              $9::text[], $10::text[], $11::text[], $12::bigint[], $13::text[], $14::text[], $15::text[]) AS d
            ON CONFLICT DO NOTHING RETURNING ${COLUMNS}`,
@@ -143,8 +144,7 @@ export function createDocRepo(db: SqlRunner, opts: DocRepoOptions) {
   async function insertOne(doc: NewDocument): Promise<DocumentRecord | null> {
     try {
       const rows = await db.query<DocumentRecord>(
-        `INSERT INTO documents (doc_id, kb_id, source, status, title, source_type, doc_type, connector_id, source_uri, content_type,
-           storage_key, file_size, etag, content_version, pending_op, heartbeat_at, doc_created_at)
+        `${INSERT_INTO}
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8::uuid, $9, $10, $11, $12, $13, $14, $15, now(), now()) RETURNING ${COLUMNS}`,
         INSERT_FIELDS.map((f) => doc[f] ?? null),
       )
