@@ -30,6 +30,85 @@ describe('metadata: PGlite', () => {
     assert.equal(await sql.ping(), false)
   })
 
+  describe('prepared statements', () => {
+    const d = mkdtempSync(join(tmpdir(), 'quarry-pglite-'))
+    let sql: Awaited<ReturnType<typeof createPgliteSql>>
+    const preparedCount = async (text: string) =>
+      (await sql.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement = $1', [text]))[0].n
+
+    it('runs each text as one statement, prepared on first use', async () => {
+      sql = await createPgliteSql({ dir: d })
+      const text = 'SELECT $1::int + 1 AS n'
+      assert.equal(await preparedCount(text), 0)
+      for (const x of [1, 41, -3]) assert.deepEqual(await sql.query(text, [x]), [{ n: x + 1 }])
+      assert.equal(await preparedCount(text), 1)
+    })
+
+    it('binds every kind of parameter with the types the statement declares', async () => {
+      await sql.query('CREATE TABLE kinds (t text, a text[], i int[], b bytea, j jsonb, f boolean, n bigint, at timestamptz, x int)')
+      const at = new Date('2026-11-24T10:11:12.345Z')
+      const row = { t: "it's", a: ['x', 'y,z', '"q"', 'with space'], i: [1, -2, 3], b: new Uint8Array([0, 1, 254, 255]), j: { k: [1, 'two'], nested: { ok: true } }, f: false, n: 9007199254740993n, at, x: null }
+      await sql.query('INSERT INTO kinds VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)', [row.t, row.a, row.i, row.b, row.j, row.f, row.n, row.at, row.x])
+      const [got] = await sql.query<Record<string, unknown>>('SELECT t, a, i, b, j, f, n::text AS n, at, x FROM kinds')
+      assert.equal(got.t, row.t)
+      assert.deepEqual(got.a, row.a)
+      assert.deepEqual(got.i, row.i)
+      assert.deepEqual([...(got.b as Uint8Array)], [...row.b])
+      assert.deepEqual(got.j, row.j)
+      assert.equal(got.f, false)
+      assert.equal(got.n, '9007199254740993')
+      assert.equal(new Date(got.at as string).getTime(), at.getTime())
+      assert.equal(got.x, null)
+      // An untyped parameter takes the type its place in the statement gives it.
+      assert.deepEqual(await sql.query('SELECT count(*)::int AS n FROM kinds WHERE t = ANY($1)', [["it's", 'other']]), [{ n: 1 }])
+    })
+
+    it('stays usable after a failing statement, inside a transaction and outside', async () => {
+      const syntax = await sql.query('SELEC 1').then(() => null, (e: { code?: string }) => e)
+      assert.equal(syntax?.code, '42601')
+      const bad = await sql.query('SELECT $1::int AS n', ['not a number']).then(() => null, (e: { code?: string }) => e)
+      assert.equal(bad?.code, '22P02')
+      assert.deepEqual(await sql.query('SELECT $1::int AS n', [7]), [{ n: 7 }])
+      const inTx = await sql.transaction(async (tx) => {
+        await tx.query('INSERT INTO kinds (t) VALUES ($1)', ['rolled back'])
+        await tx.query('SELECT 1 / $1::int', [0])
+      }).then(() => null, (e: { code?: string }) => e)
+      assert.equal(inTx?.code, '22012')
+      assert.deepEqual(await sql.query('SELECT count(*)::int AS n FROM kinds WHERE t = $1', ['rolled back']), [{ n: 0 }])
+      const n = await sql.transaction(async (tx) => {
+        await tx.query('INSERT INTO kinds (t) VALUES ($1)', ['kept'])
+        return (await tx.query<{ n: number }>('SELECT count(*)::int AS n FROM kinds'))[0].n
+      })
+      assert.equal(n, 2)
+    })
+
+    it('prepares a statement again when its table changed shape', async () => {
+      const text = 'SELECT * FROM kinds WHERE t = $1'
+      assert.equal((await sql.query<Record<string, unknown>>(text, ['kept']))[0].extra, undefined)
+      await sql.query("ALTER TABLE kinds ADD COLUMN extra text DEFAULT 'new'")
+      assert.equal((await sql.query<Record<string, unknown>>(text, ['kept']))[0].extra, 'new')
+      // Inside a transaction the stale statement fails it once; the next transaction prepares it again.
+      await sql.query("ALTER TABLE kinds ADD COLUMN more text DEFAULT 'more'")
+      const inTx = () => sql.transaction(async (tx) => (await tx.query<Record<string, unknown>>(text, ['kept']))[0].more)
+      const failed = await inTx().then(() => null, (e: { code?: string }) => e)
+      assert.equal(failed?.code, '0A000')
+      assert.equal(await inTx(), 'more')
+    })
+
+    it('closes the least recently used statements past its cap', async () => {
+      const first = 'SELECT 0 AS n, $1::int AS m'
+      await sql.query(first, [1])
+      for (let i = 1; i <= 300; i++) await sql.query(`SELECT ${i} AS n, $1::int AS m`, [i])
+      const [{ n }] = await sql.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements')
+      assert.ok(n <= 256, `${n} statements prepared`)
+      assert.equal(await preparedCount(first), 0)
+      assert.equal(await preparedCount('SELECT 300 AS n, $1::int AS m'), 1)
+      assert.deepEqual(await sql.query(first, [5]), [{ n: 0, m: 5 }])
+      await sql.close()
+      rmSync(d, { recursive: true, force: true })
+    })
+  })
+
   it('cleans up', () => rmSync(dir, { recursive: true, force: true }))
 })
 
