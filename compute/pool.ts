@@ -9,7 +9,12 @@ import type { TaskEnvelope, TaskName, TaskRequest, TaskValue, WorkerReply } from
 import { Piscina } from 'piscina'
 
 export interface ComputePoolOptions {
-  /** Default: os.availableParallelism(). */
+  /**
+   * Default: one per core but one, at least one. The main thread (HTTP, the pipeline, the vector index) and
+   * the metadata thread keep a core busy during a bulk ingest: with 2 cores, a second worker made ingest no
+   * faster (bench/ingest.bench.ts, 600 documents: 81.5 and 81.7 documents/s with 2 workers, 80.2 and 84.8
+   * with 1) and cost 110-160 MB of peak RSS.
+   */
   maxThreads?: number
   /** Workers kept warm when idle. Default: half the cores, at least 1, at most maxThreads. */
   minThreads?: number
@@ -83,7 +88,7 @@ function resolveOptions(opts: ComputePoolOptions): ResolvedOptions {
     if (!Number.isInteger(v) || v < min) throw new AppError('COMPUTE_CONFIG', 500, `compute pool: ${name} must be an integer >= ${min}, got ${v}`)
     return v
   }
-  const maxThreads = positiveInt('maxThreads', opts.maxThreads ?? cores, 1)
+  const maxThreads = positiveInt('maxThreads', opts.maxThreads ?? Math.max(1, cores - 1), 1)
   const minThreads = positiveInt('minThreads', opts.minThreads ?? Math.min(maxThreads, Math.max(1, Math.floor(cores / 2))), 0)
   if (minThreads > maxThreads) {
     throw new AppError('COMPUTE_CONFIG', 500, `compute pool: minThreads (${minThreads}) must not exceed maxThreads (${maxThreads})`)

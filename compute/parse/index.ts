@@ -20,10 +20,22 @@ export interface ParseDocumentInput {
   parserPlugins?: readonly string[]
 }
 
-const lazy =
-  <M>(load: () => Promise<M>, pick: (m: M) => ParserFn): ParserFn =>
-  async (input) =>
-    pick(await load())(input)
+/**
+ * A parser loaded on first use. The module's promise is kept: an import() of a module already loaded still
+ * goes through the loader, and through tsx's hooks thread in a pool worker (about 0.2 ms per document).
+ */
+export function lazy<M>(load: () => Promise<M>, pick: (m: M) => ParserFn): ParserFn {
+  let loaded: Promise<ParserFn> | undefined
+  return async (input) => {
+    if (!loaded) {
+      const p = load().then(pick)
+      loaded = p
+      // A module that fails to load is tried again by the next call.
+      p.catch(() => { if (loaded === p) loaded = undefined })
+    }
+    return (await loaded)(input)
+  }
+}
 
 const pdf = lazy(() => import('./pdf.ts'), (m) => m.parsePdf)
 const docx = lazy(() => import('./docx.ts'), (m) => m.parseDocx)

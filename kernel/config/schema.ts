@@ -30,7 +30,7 @@ export const SettingsSchema = Type.Object({
     shutdown_grace_sec: int(10, 0, 600, 'On SIGTERM/SIGINT, how long in-flight requests may take to finish.'),
   }, 'HTTP server (Quarry addition).'),
   compute: section({
-    max_threads: int(0, 0, 256, 'Worker threads for parsing, chunking, dedup and sparse encoding; 0 = one per core.'),
+    max_threads: int(0, 0, 256, 'Worker threads for parsing, chunking, dedup and sparse encoding; 0 = one per core but one (the main thread\'s), at least one.'),
     task_timeout_sec: int(120, 1, 3600, 'A compute task running longer than this fails its document.'),
     worker_memory_mb: int(4096, 64, 65536, 'Heap cap of one worker thread (V8 old generation). Below about 2048 V8 collects garbage more often: parsing slows by 10-25 %.'),
   }, 'Worker-thread pool (Quarry addition).'),

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { AppError } from '../../kernel/errors.ts'
-import { parseDocument } from '../../compute/parse/index.ts'
+import { lazy, parseDocument } from '../../compute/parse/index.ts'
 import type { ParseDocumentInput } from '../../compute/parse/index.ts'
 import { InThreadPort, pageTextFromItems, pdfPort } from '../../compute/parse/pdf.ts'
 import { markPages, splitPages } from '../../compute/parse/docx.ts'
@@ -457,5 +457,23 @@ describe('dispatch', () => {
 
   it('names the supported types for an unknown one', async () => {
     await rejectsWith(parse('data.xyz', utf8('x')), 'PARSE_UNSUPPORTED_TYPE', /^unsupported file type '\.xyz': supported types are .*docx.*pdf/)
+  })
+})
+
+describe('parsers loaded on first use', () => {
+  it('loads a parser module once, and again only after a failed load', async () => {
+    let loads = 0
+    let fail = true
+    const page = (text: string): ParsedDocument => ({ title: text, doc_type: 'txt', pages: [{ page_num: 1, page_label: null, text }] } as unknown as ParsedDocument)
+    const parser = lazy(async () => {
+      loads++
+      if (fail) throw new Error('module failed to load')
+      return { parse: (input: { filename: string }) => page(input.filename) }
+    }, (m) => m.parse as never)
+    const input = { bytes: new Uint8Array(), filename: 'a.txt', policy: 'lenient' } as never
+    await assert.rejects(async () => parser(input), /module failed to load/)
+    fail = false
+    for (let i = 0; i < 5; i++) assert.equal((await parser(input)).title, 'a.txt')
+    assert.equal(loads, 2)
   })
 })
