@@ -4,7 +4,7 @@
 // file's inode, size and mtime, so a crash between the two renames or two concurrent puts can make it stale
 // but never wrong (head then hashes the file again).
 import { createHash, randomUUID } from 'node:crypto'
-import { closeSync, constants, fstatSync, fsync, mkdirSync, openSync, promises as fs, readSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs'
+import { closeSync, constants, createReadStream, fstatSync, fsync, mkdirSync, openSync, promises as fs, readSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
 import { Readable } from 'node:stream'
@@ -283,18 +283,18 @@ export async function createLocalObjectStore(options: LocalObjectStoreOptions): 
         if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'EISDIR') throw notFound(key)
         throw err
       }
-      let st
+      let streamed = false
       try {
-        st = fstatSync(fd)
+        const st = fstatSync(fd)
         if (!st.isFile()) throw notFound(key)
         // A small object is read in place, into a buffer of its own (a reader may move it to another thread).
         if (st.size <= SMALL_OBJECT) return Readable.from([readAll(fd, st.size)])
-      } catch (err) {
-        closeSync(fd)
-        throw err
+        // A larger one streams from the descriptor already open; the stream closes it.
+        streamed = true
+        return createReadStream('', { fd })
+      } finally {
+        if (!streamed) closeSync(fd)
       }
-      closeSync(fd)
-      return (await fs.open(path, constants.O_RDONLY)).createReadStream()
     },
 
     async head(key) {

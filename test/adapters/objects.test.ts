@@ -2,7 +2,7 @@
 // then what only one driver does.
 import assert from 'node:assert/strict'
 import { createHash, randomBytes } from 'node:crypto'
-import { promises as fs } from 'node:fs'
+import { promises as fs, readdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Readable } from 'node:stream'
@@ -33,6 +33,28 @@ describe('local object store', () => {
     const { dir, store } = await open()
     await store.put('kb1/doc 1/보고서.txt', Buffer.from('plain'))
     assert.equal(await fs.readFile(join(dir, 'objects', 'kb1', 'doc 1', '보고서.txt'), 'utf8'), 'plain')
+    await store.close()
+  })
+
+  it('leaves no file descriptor open after reading small and large objects', async () => {
+    const { store } = await open()
+    const small = Buffer.from('small object')
+    const large = Buffer.alloc(300 * 1024, 7)
+    await store.put('kb1/d/small.txt', small)
+    await store.put('kb1/d/large.bin', large)
+    const openFds = () => readdirSync('/proc/self/fd').length
+    const read = async (key: string) => {
+      const parts: Buffer[] = []
+      for await (const c of await store.get(key)) parts.push(c as Buffer)
+      return Buffer.concat(parts)
+    }
+    const before = openFds()
+    for (let i = 0; i < 20; i++) {
+      assert.deepEqual(await read('kb1/d/small.txt'), small)
+      assert.deepEqual(await read('kb1/d/large.bin'), large)
+    }
+    await new Promise((r) => setImmediate(r))
+    assert.ok(openFds() <= before, `${openFds() - before} descriptors left open`)
     await store.close()
   })
 
