@@ -306,11 +306,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
       }
       const out = route.handler(req as never)
       if (out instanceof Promise) {
-        if (fin === null) return out.then((v) => toResult(v, info.status), (err) => failure(err, id, ex))
-        return out.then(
-          (v) => done(toResult(v, info.status), id, ex, fin.found, fin.started),
-          (err) => done(failure(err, id, ex), id, ex, fin.found, fin.started),
-        )
+        return out.then((v) => finished(toResult(v, info.status), id, ex, fin), (err) => finished(failure(err, id, ex), id, ex, fin))
       }
       return finished(toResult(out, info.status), id, ex, fin)
     } catch (err) {

@@ -1,7 +1,7 @@
 // Statements made together go out as one (plugins/docs/coalesce.ts), each call keeping its own answer: the
 // worker's claims (one winner per document, null for what is not pending) and upload inserts (null for a name
 // that exists, 404 KB_NOT_FOUND for a KB that does not).
-import { after, describe, it } from 'node:test'
+import { after, describe, it, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
 import type { Sql } from '../../adapters/ports.ts'
 import { createPgliteSql } from '../../adapters/metadata/pglite.ts'
@@ -12,11 +12,17 @@ import { createTempDatabase, type TempDatabase } from '../helpers/pg.ts'
 import { serviceUrl, skipUnless } from '../helpers/services.ts'
 
 function claimsSuite(open: () => Promise<Sql>) {
-  it('inserts concurrent uploads in one statement, each with its own answer', async (t) => {
+  /** A migrated database holding the KBs named, closed when the test ends. */
+  const opened = async (t: TestContext, ...kbs: string[]) => {
     const sql = await open()
     t.after(() => sql.close())
     await migrate(sql)
-    await sql.query("INSERT INTO knowledge_bases (kb_id) VALUES ('ka')")
+    await sql.query('INSERT INTO knowledge_bases (kb_id) SELECT unnest($1::text[])', [kbs])
+    return sql
+  }
+
+  it('inserts concurrent uploads in one statement, each with its own answer', async (t) => {
+    const sql = await opened(t, 'ka')
     await sql.query(`INSERT INTO documents (doc_id, kb_id, source, status) VALUES ('old', 'ka', 'taken.txt', 'indexed')`)
     let inserts = 0
     const counting: Sql = { ...sql, query: (text, params) => {
@@ -43,10 +49,7 @@ function claimsSuite(open: () => Promise<Sql>) {
   })
 
   it('claims a batch in one statement, one winner per document, overrides included', async (t) => {
-    const sql = await open()
-    t.after(() => sql.close())
-    await migrate(sql)
-    await sql.query("INSERT INTO knowledge_bases (kb_id) VALUES ('ka'), ('kb')")
+    const sql = await opened(t, 'ka', 'kb')
     await sql.query(`INSERT INTO kb_settings_overrides (kb_id, overrides) VALUES ('kb', '{"chunking.strategy": "hierarchical"}'::jsonb)`)
     const ids = Array.from({ length: 6 }, (_, i) => `doc${i}`)
     for (const [i, id] of ids.entries()) {
@@ -85,10 +88,7 @@ function claimsSuite(open: () => Promise<Sql>) {
   })
 
   it('rejects every claim of a batch whose statement fails, and claims again afterwards', async (t) => {
-    const sql = await open()
-    t.after(() => sql.close())
-    await migrate(sql)
-    await sql.query("INSERT INTO knowledge_bases (kb_id) VALUES ('ka')")
+    const sql = await opened(t, 'ka')
     await sql.query(`INSERT INTO documents (doc_id, kb_id, source, status) VALUES ('d1', 'ka', 'd1.txt', 'pending')`)
     let fail = true
     const flaky: Sql = { ...sql, query: (text, params) => (fail && /^\s*UPDATE/.test(text) ? Promise.reject(new Error('database went away')) : sql.query(text, params)) }
