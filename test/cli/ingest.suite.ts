@@ -34,6 +34,9 @@ export function cliIngestSuite(label: string, opts: StartOptions): void {
     const docs = await listDocs(svc.url, kb)
     assert.equal(docs.length, 6)
     assert.deepEqual(readdirSync(join(dir, '.state', 'quarry')), [], 'a finished job leaves no state file')
+    // The run does not wait for indexing, and replacing a document that is still being indexed answers 409
+    // (spec): let the service finish before the re-run replaces a001.md.
+    await waitFor(async () => (await listDocs(svc.url, kb)).every((d) => d.status === 'indexed'), 'the first run\'s documents to be indexed', 60_000)
 
     // Changed to content the KB holds under another name: still sent, or a001.md would keep its old text.
     writeFileSync(join(dir, 'docs/a001.md'), readFileSync(join(dir, 'docs/a002.md')))
