@@ -414,7 +414,7 @@ export class Collection {
       rows: live,
       inGraph,
       norms: this.dense.norms,
-      arena: this.dense.arena,
+      dense: this.dense.arenaParts(this.dense.rowsEnd),
       sparse,
       postings: this.sparse.capture(),
       chunkIds,
@@ -476,7 +476,7 @@ export class Collection {
       if (stale) await fs.rm(join(this.dir, name), { force: true })
     }
     if (snap !== null) {
-      const data = await readSnapshot(join(this.dir, snap.points), this.dims, (rowsEnd) => this.dense.arenaBytes(rowsEnd))
+      const data = await readSnapshot(join(this.dir, snap.points), this.dims, (rowsEnd) => this.dense.arenaParts(rowsEnd))
       const g = this.manifest.graph
       const sameParams = g.quantization === this.opts.quantization && g.connectivity === this.opts.connectivity && g.expansionAdd === this.opts.expansionAdd
       const graphLoaded = snap.graph !== null && sameParams && this.dense.loadGraph(join(this.dir, snap.graph), snap.graphRows)

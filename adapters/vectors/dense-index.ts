@@ -6,6 +6,11 @@
 //
 // Every returned score is the exact f32 cosine recomputed from the arena, so the graph may quantize
 // (f16 by default: half the memory) without changing scores; only candidate recall depends on it.
+//
+// The arena is a list of segments of SEGMENT_ROWS rows: the first grows by 1.5x steps up to that size (a
+// small KB holds a small array), later ones are allocated whole and never move. A single array grown by
+// copying held the old and the new copy at once (at 100k x 1024 dims a 400 MB copy and a 600 MB array)
+// and stopped the event loop for the copy (13-25 ms at 10k rows of 1,024).
 import type { Index } from 'usearch'
 import type { RowSet } from './filter.ts'
 import { TopK } from './top-k.ts'
@@ -54,12 +59,18 @@ export interface DenseIndexOptions extends HnswParams {
  */
 let gathered = new Float32Array(0)
 
+/** Rows per arena segment (a power of two): 16 MB at 1,024 dimensions. */
+const SEGMENT_SHIFT = 12
+export const SEGMENT_ROWS = 1 << SEGMENT_SHIFT
+const SEGMENT_MASK = SEGMENT_ROWS - 1
+
 export class DenseIndex {
   readonly dims: number
   private readonly usearch: Usearch
   private readonly opts: DenseIndexOptions
   private hnsw: Index
-  arena: Float32Array
+  /** Row r lives in segments[r >>> SEGMENT_SHIFT] at (r & SEGMENT_MASK) * dims. */
+  private segments: Float32Array[]
   norms: Float32Array
   private live: Uint8Array
   private inGraph: Uint8Array
@@ -90,8 +101,8 @@ export class DenseIndex {
     this.usearch = usearch
     this.opts = opts
     this.dims = opts.dimensions
-    this.capacity = Math.max(16, capacityRows)
-    this.arena = new Float32Array(this.capacity * this.dims)
+    this.capacity = Math.min(SEGMENT_ROWS, Math.max(16, capacityRows))
+    this.segments = [new Float32Array(this.capacity * this.dims)]
     this.norms = new Float32Array(this.capacity)
     this.live = new Uint8Array(this.capacity)
     this.inGraph = new Uint8Array(this.capacity)
@@ -133,7 +144,7 @@ export class DenseIndex {
     if (this.isLive(row)) throw new Error(`dense row ${row} is already live`)
     this.ensureCapacity(row + 1)
     const d = this.dims
-    this.arena.set(vector, row * d)
+    this.segments[row >>> SEGMENT_SHIFT].set(vector, (row & SEGMENT_MASK) * d)
     let sq = 0
     for (let i = 0; i < d; i++) sq += vector[i] * vector[i]
     this.norms[row] = Math.sqrt(sq)
@@ -173,15 +184,27 @@ export class DenseIndex {
   }
 
   vector(row: number): Float32Array {
-    const d = this.dims
-    return this.arena.slice(row * d, row * d + d)
+    return this.rowView(row).slice()
   }
 
-  /** A byte view of the first `rows` arena rows, for a snapshot to be read straight into. */
-  arenaBytes(rows: number): Uint8Array {
-    // Sized to the snapshot (plus a little room), not by 1.5x steps: at 100k x 1024 a step is 200 MB.
-    this.ensureCapacity(rows, Math.ceil(rows * 1.02) + 16)
-    return new Uint8Array(this.arena.buffer, this.arena.byteOffset, rows * this.dims * 4)
+  /** The arena row itself (a view: valid until the row is written again). */
+  private rowView(row: number): Float32Array {
+    const off = (row & SEGMENT_MASK) * this.dims
+    return this.segments[row >>> SEGMENT_SHIFT].subarray(off, off + this.dims)
+  }
+
+  /**
+   * The first `rows` arena rows as byte views, in row order, segment by segment: what a snapshot writes, and
+   * what a snapshot is read straight into (the arena is made that large first).
+   */
+  arenaParts(rows: number): Uint8Array[] {
+    this.ensureCapacity(rows)
+    const parts: Uint8Array[] = []
+    for (let first = 0; first < rows; first += SEGMENT_ROWS) {
+      const seg = this.segments[first >>> SEGMENT_SHIFT]
+      parts.push(new Uint8Array(seg.buffer, seg.byteOffset, Math.min(SEGMENT_ROWS, rows - first) * this.dims * 4))
+    }
+    return parts
   }
 
   /**
@@ -197,16 +220,19 @@ export class DenseIndex {
     const qNorm = Math.sqrt(qq)
     if (subset !== undefined) return this.searchSubset(q, qNorm, k, effort, subset, top)
     if (this.rowsEnd * d <= this.opts.exactBudget) {
-      // Small collection: one SIMD pass over every row, dead ones included and filtered out after.
+      // Small collection: one SIMD pass over every row (segment by segment), dead ones included and filtered out after.
       const dead = this.rowsEnd - this.liveCount
-      const wanted = Math.min(this.rowsEnd, k + dead)
       // usearch 2.26 exactSearch ignores a query view's byteOffset: hand it a vector that owns its buffer.
       const query = q.byteOffset === 0 && q.byteLength === q.buffer.byteLength ? q : q.slice()
-      const m = this.usearch.exactSearch(this.arena.subarray(0, this.rowsEnd * d), query, d, wanted, 'cos' as never, 1)
-      const keys = (m as { keys: BigUint64Array }).keys
-      for (let i = 0; i < keys.length; i++) {
-        const row = Number(keys[i])
-        if (this.live[row] === 1) top.push(row, this.cosine(q, qNorm, row))
+      for (let first = 0; first < this.rowsEnd; first += SEGMENT_ROWS) {
+        const rows = Math.min(SEGMENT_ROWS, this.rowsEnd - first)
+        const seg = this.segments[first >>> SEGMENT_SHIFT].subarray(0, rows * d)
+        const m = this.usearch.exactSearch(seg, query, d, Math.min(rows, k + dead), 'cos' as never, 1)
+        const keys = (m as { keys: BigUint64Array }).keys
+        for (let i = 0; i < keys.length; i++) {
+          const row = first + Number(keys[i])
+          if (this.live[row] === 1) top.push(row, this.cosine(q, qNorm, row))
+        }
       }
       return top.drain()
     }
@@ -250,7 +276,7 @@ export class DenseIndex {
       // 0.6 ms for the JavaScript loop per row. Larger sets are read once by that loop instead: the copy would
       // double the memory traffic that bounds both (10,000 rows of 256: gather alone 13 ms, the loop 8 ms).
       if (gathered.length < count * d) gathered = new Float32Array(count * d)
-      for (let i = 0; i < count; i++) gathered.set(this.arena.subarray(rows[i] * d, rows[i] * d + d), i * d)
+      for (let i = 0; i < count; i++) gathered.set(this.rowView(rows[i]), i * d)
       const query = q.byteOffset === 0 && q.byteLength === q.buffer.byteLength ? q : q.slice()
       const keys = (this.usearch.exactSearch(gathered.subarray(0, count * d), query, d, k, 'cos' as never, 1) as { keys: BigUint64Array }).keys
       for (let i = 0; i < keys.length; i++) {
@@ -288,9 +314,9 @@ export class DenseIndex {
   cosine(q: Float32Array, qNorm: number, row: number): number {
     const denom = qNorm * this.norms[row]
     if (denom === 0) return 0
-    const a = this.arena
+    const a = this.segments[row >>> SEGMENT_SHIFT]
     const d = this.dims
-    const off = row * d
+    const off = (row & SEGMENT_MASK) * d
     let s0 = 0
     let s1 = 0
     let s2 = 0
@@ -362,7 +388,7 @@ export class DenseIndex {
       const row = this.queue[this.queueHead++]
       if (this.waiting[row] !== 1) continue
       this.scratchKeys[n] = BigInt(row)
-      this.scratchVectors.set(this.arena.subarray(row * d, row * d + d), n * d)
+      this.scratchVectors.set(this.rowView(row), n * d)
       this.waiting[row] = 0
       this.inGraph[row] = 1
       n++
@@ -447,15 +473,21 @@ export class DenseIndex {
     this.schedule()
   }
 
-  private ensureCapacity(rows: number, exact?: number): void {
+  private ensureCapacity(rows: number): void {
     if (rows <= this.capacity) return
-    // 1.5x growth: the arena is the largest allocation and a doubling would overshoot by hundreds of MB.
-    let cap = exact ?? this.capacity
-    while (cap < rows) cap = Math.ceil(cap * 1.5)
     const d = this.dims
-    const arena = new Float32Array(cap * d)
-    arena.set(this.arena.subarray(0, this.rowsEnd * d))
-    this.arena = arena
+    let cap: number
+    if (this.capacity < SEGMENT_ROWS) {
+      // The first segment grows by 1.5x steps up to its full size (a copy of at most one segment's rows).
+      cap = this.capacity
+      while (cap < rows && cap < SEGMENT_ROWS) cap = Math.min(SEGMENT_ROWS, Math.ceil(cap * 1.5))
+      const first = new Float32Array(cap * d)
+      first.set(this.segments[0].subarray(0, Math.min(this.rowsEnd, this.capacity) * d))
+      this.segments[0] = first
+    }
+    // Then whole segments, never moved; the per-row flags below are small and still grow by copying.
+    while (this.segments.length * SEGMENT_ROWS < rows) this.segments.push(new Float32Array(SEGMENT_ROWS * d))
+    cap = this.segments[0].length / d + (this.segments.length - 1) * SEGMENT_ROWS
     const grow8 = (a: Uint8Array) => {
       const b = new Uint8Array(cap)
       b.set(a)

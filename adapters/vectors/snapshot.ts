@@ -1,6 +1,6 @@
 // Snapshot of one collection's points, in a binary file laid out so that loading is a handful of large
 // reads and almost no per-point work: the dense section is the arena itself (rows 0..rowsEnd, dead rows
-// included) and is read straight into the new arena; the sparse posting lists are stored built; payloads
+// included) and is read straight into the new arena's segments; the sparse posting lists are stored built; payloads
 // stay JSON bytes until a search returns them. Every section carries a crc32. The HNSW graph is saved
 // beside it by usearch.
 //
@@ -34,7 +34,8 @@ export interface SnapshotCapture {
   rows: Int32Array
   inGraph: Uint8Array
   norms: Float32Array
-  arena: Float32Array
+  /** Bytes of arena rows 0..rowsEnd, in order (the arena's segments). */
+  dense: Uint8Array[]
   sparse: SparseVector[]
   postings: PostingsCapture
   chunkIds: string[]
@@ -147,12 +148,7 @@ export async function writeSnapshot(path: string, c: SnapshotCapture): Promise<n
     await put('rows', [view(rows)])
     await put('inGraph', [c.inGraph.subarray(0, count)])
     await put('norms', [view(norms)])
-    const dense = view(c.arena.subarray(0, c.rowsEnd * c.dims))
-    const slices = function* () {
-      const step = 16 << 20
-      for (let o = 0; o < dense.length; o += step) yield dense.subarray(o, Math.min(dense.length, o + step))
-    }
-    await put('dense', slices())
+    await put('dense', c.dense)
     await put('sparseOffsets', [view(offsets)])
     await put('sparseIndices', [view(indices)])
     await put('sparseValues', [view(values)])
@@ -227,10 +223,10 @@ export async function writeSnapshot(path: string, c: SnapshotCapture): Promise<n
 }
 
 /**
- * Reads a snapshot. The dense section goes straight into the bytes that `arenaFor(rowsEnd)` returns
- * (the caller's arena); everything else into fresh arrays. Throws on a bad magic, version or checksum.
+ * Reads a snapshot. The dense section goes straight into the byte ranges that `arenaFor(rowsEnd)` returns, in
+ * order (the caller's arena); everything else into fresh arrays. Throws on a bad magic, version or checksum.
  */
-export async function readSnapshot(path: string, dims: number, arenaFor: (rowsEnd: number) => Uint8Array): Promise<SnapshotData> {
+export async function readSnapshot(path: string, dims: number, arenaFor: (rowsEnd: number) => Uint8Array[]): Promise<SnapshotData> {
   const fh = await fs.open(path, 'r')
   try {
     const header = Buffer.alloc(HEADER_BYTES)
@@ -248,13 +244,20 @@ export async function readSnapshot(path: string, dims: number, arenaFor: (rowsEn
       h += 24
     }
     if (crc32(header.subarray(0, h)) !== header.readUInt32LE(h)) throw new Error(`${path}: header checksum mismatch`)
-    const section = async (name: SectionName, into?: Uint8Array): Promise<ArrayBuffer> => {
+    const section = async (name: SectionName, into?: Uint8Array[]): Promise<ArrayBuffer> => {
       const s = table.get(name)!
-      const bytes = into ?? new Uint8Array(s.length)
-      if (bytes.length !== s.length) throw new Error(`${path}: section ${name} has ${s.length} bytes, expected ${bytes.length}`)
-      await readAll(fh, bytes, s.offset)
-      if (crc32(bytes) !== s.crc) throw new Error(`${path}: section ${name} checksum mismatch`)
-      return bytes.buffer as ArrayBuffer
+      const parts = into ?? [new Uint8Array(s.length)]
+      const length = parts.reduce((n, p) => n + p.length, 0)
+      if (length !== s.length) throw new Error(`${path}: section ${name} has ${s.length} bytes, expected ${length}`)
+      let crc = 0
+      let at = s.offset
+      for (const part of parts) {
+        await readAll(fh, part, at)
+        crc = crc32(part, crc)
+        at += part.length
+      }
+      if (crc !== s.crc) throw new Error(`${path}: section ${name} checksum mismatch`)
+      return (parts[0]?.buffer ?? new ArrayBuffer(0)) as ArrayBuffer
     }
     const rows = new Uint32Array(await section('rows'))
     const inGraph = new Uint8Array(await section('inGraph'))

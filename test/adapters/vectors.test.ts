@@ -10,6 +10,7 @@ import { createInterface } from 'node:readline'
 import { after, describe, it, type TestContext } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { createEmbeddedVectorStore, type EmbeddedVectorStore, type EmbeddedVectorStoreOptions } from '../../adapters/vectors/embedded.ts'
+import { SEGMENT_ROWS } from '../../adapters/vectors/dense-index.ts'
 import type { VectorFilter, VectorPoint } from '../../adapters/ports.ts'
 import { axis, cosine, DIMS, point, sparse, sparseScores, vectorStoreContract } from './vectors.contract.ts'
 import { mulberry32 as rng } from '../../bench/lib/rng.ts'
@@ -331,6 +332,33 @@ describe('embedded vector store: behaviour', () => {
     }
     const stats = await store.stats(kb)
     assert.ok(stats !== null && stats.rows < 6 * 400, `rows were reused (${stats?.rows} rows for ${6 * 400} upserts)`)
+  })
+
+  it('holds rows across several arena segments: exact scan, graph, vectors and a snapshot all read the right row', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-segments'
+    const n = 2 * SEGMENT_ROWS + 300
+    // Every row in the exact scan, which then runs once per segment.
+    let store = await open(dir, { exactBudget: 2 ** 30, snapshotOnClose: true })
+    const points = randomPoints(kb, n, 41, DIMS, 100)
+    for (let i = 0; i < n; i += 1000) await store.upsert(kb, points.slice(i, i + 1000))
+    // A document in the first segment and one across the second and third go; their rows stay dead in the arena.
+    const gone = new Set(['doc3', `doc${Math.floor((2 * SEGMENT_ROWS) / 100)}`])
+    for (const d of gone) assert.equal(await store.deleteByDoc(kb, d), 100)
+    const live = points.filter((p) => !gone.has(p.payload.doc_id))
+    await assertMatchesReference(store, kb, live, 42)
+    await store.close()
+
+    // Restored from the snapshot, segment by segment, then searched through the graph.
+    store = await open(dir, { exactBudget: 0, quantization: 'f32' })
+    t.after(() => store.close())
+    await store.whenIndexed(kb)
+    await assertMatchesReference(store, kb, live, 43)
+    const last = `doc${Math.floor((n - 1) / 100)}`
+    assert.deepEqual(await store.docVectors(kb, last), points.filter((p) => p.payload.doc_id === last).map((p) => p.dense))
+    for (const p of [points[SEGMENT_ROWS - 1], points[SEGMENT_ROWS], points[n - 1]]) {
+      assert.equal((await store.search(kb, { dense: p.dense, limit: 1 })).dense[0].id, p.payload.chunk_id)
+    }
   })
 
   it('spends a dense search effort below 1 on a shorter candidate list, still returning exact scores best first', async (t) => {
