@@ -11,6 +11,7 @@ import { spawn } from 'node:child_process'
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { monitorEventLoopDelay } from 'node:perf_hooks'
 import { createApp, type App } from '../kernel/app.ts'
 import { resolveSettings } from '../kernel/config/load.ts'
 import { createLogger } from '../kernel/log.ts'
@@ -59,6 +60,9 @@ async function ingestRun(app: App, base: string, kb: string, docs: GeneratedDoc[
   })
   const started = performance.now()
   const cpu0 = process.cpuUsage()
+  // How long the main thread was held at a time: what a search arriving during the ingest waits on top of its own work.
+  const delay = monitorEventLoopDelay({ resolution: 1 })
+  delay.enable()
   client.stdin!.end('go\n')
   let finished = 0
   let counts: Record<string, number> = {}
@@ -79,6 +83,8 @@ async function ingestRun(app: App, base: string, kb: string, docs: GeneratedDoc[
     finished = (counts.indexed ?? 0) + (counts.failed ?? 0) + (counts.outdated ?? 0)
   }
   const seconds = (performance.now() - started) / 1000
+  delay.disable()
+  const eventLoopDelayMs = { p99: delay.percentile(99) / 1e6, max: delay.max / 1e6 }
   // Every thread of this process (HTTP, pipeline, pool workers, metadata thread, GC): a figure the load of other
   // processes on the machine changes much less than the wall time.
   const cpu = process.cpuUsage(cpu0)
@@ -90,7 +96,7 @@ async function ingestRun(app: App, base: string, kb: string, docs: GeneratedDoc[
     skipped: m.skipped - before.skipped, bytes: m.bytes - before.bytes, chunks: m.chunks - before.chunks,
     stageMs: Object.fromEntries(STAGES.map((s) => [s, m.stageMs[s] - before.stageMs[s]])) as PipelineMetrics['stageMs'],
   }
-  return { seconds, cpuMs, counts, metrics, rssMaxMb: rssMax / 2 ** 20 }
+  return { seconds, cpuMs, counts, metrics, rssMaxMb: rssMax / 2 ** 20, eventLoopDelayMs }
 }
 
 /**
@@ -111,7 +117,7 @@ export async function service(docs: GeneratedDoc[], concurrency: number, warm: G
       await store.whenIndexed?.('warm')
     }
     const bar = progress('ingest', docs.length, { unit: 'docs' })
-    const { seconds, cpuMs, counts, metrics, rssMaxMb } = await ingestRun(app, base, 'bench', docs, concurrency, dir, bar)
+    const { seconds, cpuMs, counts, metrics, rssMaxMb, eventLoopDelayMs } = await ingestRun(app, base, 'bench', docs, concurrency, dir, bar)
     bar.done()
     // Every document is indexed (searchable: rows not yet in the HNSW graph are scanned exactly). The graph
     // trails a bulk ingest and catches up once writes pause: how long that takes is reported beside it.
@@ -119,7 +125,7 @@ export async function service(docs: GeneratedDoc[], concurrency: number, warm: G
     await store.whenIndexed?.('bench')
     const graphCatchUp = (performance.now() - graphStarted) / 1000
     const peakRssMb = Math.max(rssMaxMb, process.memoryUsage.rss() / 2 ** 20)
-    return { seconds, cpuMs, graphCatchUp, counts, metrics, peakRssMb, highWaterRssMb: process.resourceUsage().maxRSS / 1024 }
+    return { seconds, cpuMs, graphCatchUp, counts, metrics, peakRssMb, highWaterRssMb: process.resourceUsage().maxRSS / 1024, eventLoopDelayMs }
   } finally {
     await app.close()
     rmSync(dir, { recursive: true, force: true })
@@ -186,10 +192,10 @@ export async function run(opts: IngestBenchOptions = { quick: true }) {
   const baseRate = subset.length / ((base1.seconds + base2.seconds) / 2)
   const rate = count / ours.seconds
   const stageTotal = STAGES.reduce((n, s) => n + ours.metrics.stageMs[s], 0)
-  const growth: Record<string, { documents_per_s: number; peak_rss_mb: number; high_water_rss_mb: number; graph_catch_up_s: number }> = {}
+  const growth: Record<string, { documents_per_s: number; peak_rss_mb: number; high_water_rss_mb: number; graph_catch_up_s: number; event_loop_delay_max_ms: number }> = {}
   for (const n of sizes) {
     const r = n === count ? ours : await serviceInChild(n, concurrency)
-    growth[String(n)] = { documents_per_s: round(n / r.seconds, 1), peak_rss_mb: round(r.peakRssMb, 0), high_water_rss_mb: round(r.highWaterRssMb, 0), graph_catch_up_s: round(r.graphCatchUp, 2) }
+    growth[String(n)] = { documents_per_s: round(n / r.seconds, 1), peak_rss_mb: round(r.peakRssMb, 0), high_water_rss_mb: round(r.highWaterRssMb, 0), graph_catch_up_s: round(r.graphCatchUp, 2), event_loop_delay_max_ms: round(r.eventLoopDelayMs.max, 1) }
   }
   return {
     name: 'ingest',
@@ -212,6 +218,8 @@ export async function run(opts: IngestBenchOptions = { quick: true }) {
       peak_rss_mb: round(ours.peakRssMb, 0),
       // The process's maxRSS, its start included (a new data folder: PGlite's initdb).
       high_water_rss_mb: round(ours.highWaterRssMb, 0),
+      // The main thread's event-loop delay while ingesting, ms: p99 and the longest single stall.
+      event_loop_delay_ms: { p99: round(ours.eventLoopDelayMs.p99, 1), max: round(ours.eventLoopDelayMs.max, 1) },
       baseline_documents_per_s: round(baseRate, 1),
       // CPU time per document over all threads (the upload client's own process not counted), ours vs the script's.
       cpu_ms_per_doc: round(ours.cpuMs / count, 2),

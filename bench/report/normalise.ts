@@ -202,6 +202,10 @@ function ingest(raw: unknown): Normalised {
   if (num(raw, 'results.high_water_rss_mb') !== undefined) {
     add('process RSS high-water, start included', num(raw, 'results.high_water_rss_mb'), null, { unit: 'MB', higher_is_better: false, tracked: false })
   }
+  if (num(raw, 'results.event_loop_delay_ms.max') !== undefined) {
+    add('longest event-loop stall while ingesting', num(raw, 'results.event_loop_delay_ms.max'), null, { unit: 'ms', higher_is_better: false, tracked: false })
+    add('event-loop delay p99 while ingesting', num(raw, 'results.event_loop_delay_ms.p99'), null, { unit: 'ms', higher_is_better: false, tracked: false })
+  }
   for (const size of Object.keys(obj(raw, 'results.growth') ?? {})) {
     add(`documents/s at ${size} documents`, num(raw, `results.growth.${size}.documents_per_s`), null, { unit: 'docs/s' })
     add(`peak RSS at ${size} documents`, num(raw, `results.growth.${size}.peak_rss_mb`), null, { unit: 'MB', higher_is_better: false, target: rssTarget })

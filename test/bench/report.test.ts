@@ -159,9 +159,12 @@ describe('normalisation of each benchmark', () => {
     const raw = { name: 'ingest', machine: {}, sizes: { documents: 16 }, target: 'at least 50 documents/s', results: {
       documents_per_s: 40, mb_per_s: 0.4, seconds: 0.4, outcome: { indexed: 15, failed: 1, outdated: 0 }, chunks: 200,
       stage_ms_per_doc: { validate: 1, parse: 30, chunk: 5, embed: 10 }, stage_share: {}, peak_rss_mb: 500,
-      baseline_documents_per_s: 20, ratio_vs_baseline: 2,
+      baseline_documents_per_s: 20, ratio_vs_baseline: 2, event_loop_delay_ms: { p99: 12.5, max: 41 },
     } }
     const n = normalise('ingest', raw)
+    const stall = byMetric(n.comparisons, 'longest event-loop stall while ingesting')
+    assert.deepEqual([stall.ours, stall.higher_is_better], [41, false])
+    assert.equal(byMetric(n.comparisons, 'event-loop delay p99 while ingesting').ours, 12.5)
     const d = byMetric(n.comparisons, 'documents/s, end to end')
     assert.deepEqual([d.ours, d.baseline, d.ratio, d.target, d.target_of, d.met], [40, 20, 2, 50, 'value', false])
     const failed = byMetric(n.comparisons, 'documents failed')
