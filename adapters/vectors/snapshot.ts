@@ -79,36 +79,61 @@ async function readAll(fh: FileHandle, into: Uint8Array, position: number): Prom
   }
 }
 
-/** Posting entries of rows live at capture, packed term by term. */
-function packPostings(c: SnapshotCapture): { terms: Uint32Array; offsets: Uint32Array; rows: Uint32Array; weights: Float32Array } {
-  const live = new Uint8Array(c.rowsEnd)
-  for (let i = 0; i < c.rows.length; i++) live[c.rows[i]] = 1
+/** Longest stretch packPostings holds the event loop before it yields, ms. */
+const PACK_SLICE_MS = 4
+
+/**
+ * Posting entries of rows live at capture, packed term by term. Runs in slices of `sliceMs`, yielding to the
+ * event loop between them: in one piece it held the loop 37 ms at 11.7k chunks and 129 ms at 36k (2.3M
+ * entries) in the middle of a bulk ingest. Safe to interleave: a capture's posting arrays are not changed
+ * below their captured lengths while a snapshot is written (appends go past them, compaction waits). When
+ * every row up to rowsEnd is live (no delete since the last compaction), each list is copied whole.
+ */
+export async function packPostings(c: Pick<SnapshotCapture, 'rows' | 'rowsEnd' | 'postings'>, sliceMs = PACK_SLICE_MS): Promise<{ terms: Uint32Array; offsets: Uint32Array; rows: Uint32Array; weights: Float32Array }> {
+  let live: Uint8Array | null = null
+  if (c.rows.length !== c.rowsEnd) {
+    live = new Uint8Array(c.rowsEnd)
+    for (let i = 0; i < c.rows.length; i++) live[c.rows[i]] = 1
+  }
   const p = c.postings
   let total = 0
   for (let t = 0; t < p.terms.length; t++) total += p.lens[t]
   const rows = new Uint32Array(total)
   const weights = new Float32Array(total)
-  const terms: number[] = []
-  const offsets: number[] = [0]
+  const terms = new Uint32Array(p.terms.length)
+  const offsets = new Uint32Array(p.terms.length + 1)
+  let kept = 0
   let w = 0
+  let sliceStart = performance.now()
   for (let t = 0; t < p.terms.length; t++) {
+    if ((t & 63) === 0 && performance.now() - sliceStart >= sliceMs) {
+      await new Promise((resolve) => setImmediate(resolve))
+      sliceStart = performance.now()
+    }
     const start = w
+    const len = p.lens[t]
     const pr = p.rows[t]
     const pw = p.weights[t]
-    for (let j = 0; j < p.lens[t]; j++) {
-      const row = pr[j]
-      if (row < c.rowsEnd && live[row] === 1) {
-        rows[w] = row
-        weights[w] = pw[j]
-        w++
+    if (live === null) {
+      rows.set(pr.subarray(0, len), w)
+      weights.set(pw.subarray(0, len), w)
+      w += len
+    } else {
+      for (let j = 0; j < len; j++) {
+        const row = pr[j]
+        if (row < c.rowsEnd && live[row] === 1) {
+          rows[w] = row
+          weights[w] = pw[j]
+          w++
+        }
       }
     }
     if (w > start) {
-      terms.push(p.terms[t])
-      offsets.push(w)
+      terms[kept] = p.terms[t]
+      offsets[++kept] = w
     }
   }
-  return { terms: Uint32Array.from(terms), offsets: Uint32Array.from(offsets), rows: rows.subarray(0, w), weights: weights.subarray(0, w) }
+  return { terms: terms.subarray(0, kept), offsets: offsets.subarray(0, kept + 1), rows: rows.subarray(0, w), weights: weights.subarray(0, w) }
 }
 
 /** Writes the snapshot to path and fsyncs it; returns its size in bytes. */
@@ -152,7 +177,7 @@ export async function writeSnapshot(path: string, c: SnapshotCapture): Promise<n
     await put('sparseOffsets', [view(offsets)])
     await put('sparseIndices', [view(indices)])
     await put('sparseValues', [view(values)])
-    const postings = packPostings(c)
+    const postings = await packPostings(c)
     await put('terms', [view(postings.terms)])
     await put('postingOffsets', [view(postings.offsets)])
     await put('postingRows', [view(postings.rows)])

@@ -11,6 +11,7 @@ import { after, describe, it, type TestContext } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { createEmbeddedVectorStore, type EmbeddedVectorStore, type EmbeddedVectorStoreOptions } from '../../adapters/vectors/embedded.ts'
 import { SEGMENT_ROWS } from '../../adapters/vectors/dense-index.ts'
+import { packPostings } from '../../adapters/vectors/snapshot.ts'
 import type { VectorFilter, VectorPoint } from '../../adapters/ports.ts'
 import { axis, cosine, DIMS, point, sparse, sparseScores, vectorStoreContract } from './vectors.contract.ts'
 import { mulberry32 as rng } from '../../bench/lib/rng.ts'
@@ -308,6 +309,52 @@ describe('embedded vector store: persistence', () => {
     store = await open(dir)
     t.after(() => store.close())
     await assertMatchesReference(store, kb, points, 52)
+  })
+})
+
+describe('embedded vector store: snapshot postings', () => {
+  // Posting lists as a capture holds them: arrays with room (and stale values) past each captured length.
+  function capture(rowsEnd: number, liveRows: number[], lists: [term: number, entries: [row: number, weight: number][]][]) {
+    const postings = {
+      terms: Uint32Array.from(lists.map(([term]) => term)),
+      rows: lists.map(([, e]) => Uint32Array.from([...e.map(([r]) => r), 77, 78])),
+      weights: lists.map(([, e]) => Float32Array.from([...e.map(([, w]) => w), 9, 9])),
+      lens: Uint32Array.from(lists.map(([, e]) => e.length)),
+    }
+    return { rows: Int32Array.from(liveRows), rowsEnd, postings }
+  }
+  const plain = (packed: Awaited<ReturnType<typeof packPostings>>) => ({
+    terms: [...packed.terms], offsets: [...packed.offsets], rows: [...packed.rows], weights: [...packed.weights],
+  })
+
+  it('copies every list whole when all rows are live, and keeps only live rows otherwise', async () => {
+    const lists: [number, [number, number][]][] = [[5, [[0, 1.5], [3, 2]]], [9, [[1, 0.5], [4, 1]]], [2, [[2, 3], [5, 0.25]]]]
+    assert.deepEqual(plain(await packPostings(capture(6, [0, 1, 2, 3, 4, 5], lists))), {
+      terms: [5, 9, 2], offsets: [0, 2, 4, 6], rows: [0, 3, 1, 4, 2, 5], weights: [1.5, 2, 0.5, 1, 3, 0.25],
+    })
+    // Rows 1 and 4 deleted: term 9 holds no live row and is dropped.
+    assert.deepEqual(plain(await packPostings(capture(6, [0, 2, 3, 5], lists))), {
+      terms: [5, 2], offsets: [0, 2, 4], rows: [0, 3, 2, 5], weights: [1.5, 2, 3, 0.25],
+    })
+  })
+
+  it('yields to the event loop between slices and packs the same lists', async () => {
+    const lists = Array.from({ length: 300 }, (_, t): [number, [number, number][]] => [t * 7, Array.from({ length: 1 + (t % 5) }, (_, j) => [(t + j) % 50, t + j / 10])])
+    const live = Array.from({ length: 50 }, (_, r) => r).filter((r) => r % 7 !== 3)
+    let turns = 0
+    let done = false
+    const tick = () => {
+      turns++
+      if (!done) setImmediate(tick)
+    }
+    setImmediate(tick)
+    const sliced = plain(await packPostings(capture(50, live, lists), 0))
+    done = true
+    assert.ok(turns >= 3, `the event loop ran ${turns} turn(s) while 300 lists were packed in slices of 0 ms`)
+    assert.deepEqual(sliced, plain(await packPostings(capture(50, live, lists), Infinity)))
+    const expected = lists.map(([term, e]) => [term, e.filter(([r]) => r % 7 !== 3)] as const).filter(([, e]) => e.length > 0)
+    assert.deepEqual(sliced.terms, expected.map(([term]) => term))
+    assert.deepEqual(sliced.rows, expected.flatMap(([, e]) => e.map(([r]) => r)))
   })
 })
 
