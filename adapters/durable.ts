@@ -13,9 +13,10 @@ import { closeSync, constants, fsync, openSync } from 'node:fs'
  * runs each way in turn: 85.9 -> 93.1 documents/s median, CPU per document 17.3 -> 16.1 ms).
  */
 export function fsyncDir(dir: string): Promise<void> {
+  const sync = () => fsyncPath(dir, constants.O_RDONLY)
   const s = dirSyncs.get(dir)
   if (!s) {
-    const entry: DirSync = { running: fsyncPath(dir, constants.O_RDONLY) }
+    const entry: DirSync = { running: sync() }
     dirSyncs.set(dir, entry)
     const advance = () => {
       if (entry.next) {
@@ -29,7 +30,7 @@ export function fsyncDir(dir: string): Promise<void> {
   }
   // The running fsync may have started before this caller's change: the next one, shared by every caller
   // that arrives meanwhile, starts after it.
-  s.next ??= s.running.then(() => fsyncPath(dir, constants.O_RDONLY), () => fsyncPath(dir, constants.O_RDONLY))
+  s.next ??= s.running.then(sync, sync)
   return s.next
 }
 
