@@ -120,6 +120,8 @@ export async function authzOverhead(opts: AuthzBenchOptions) {
 
     // Roles on: the member is an editor of both KBs (not a super-admin, who would skip the look-up).
     await timed(`${entBase}/api/admin/config`, { ...json(admin, { kb_authz_enabled: true }), method: 'PATCH' }, 200)
+    // A data folder kept from an earlier run (--data) holds this KB already: its uploads would be re-uploads.
+    await dropUploadKb(opts.base)
     await timed(`${opts.base}/api/kb`, json(null, { kb_id: UPLOAD_KB }), 201)
     for (const kb of [opts.kbId, UPLOAD_KB]) {
       await opts.app.adapters.sql.query(
@@ -180,7 +182,15 @@ export async function authzOverhead(opts: AuthzBenchOptions) {
   } finally {
     await ent?.close().catch(() => {})
     await oidc.close()
+    await dropUploadKb(opts.base).catch(() => {})
   }
+}
+
+/** Deletes the uploads' KB through the base service, if it exists. */
+async function dropUploadKb(base: string): Promise<void> {
+  const res = await fetch(`${base}/api/kb/${UPLOAD_KB}`, { method: 'DELETE' })
+  const body = await res.text()
+  if (!res.ok && res.status !== 404) throw new Error(`DELETE /api/kb/${UPLOAD_KB}: HTTP ${res.status} ${body.slice(0, 200)}`)
 }
 
 export type AuthzBenchResult = Awaited<ReturnType<typeof authzOverhead>>
