@@ -12,6 +12,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
+import { serviceEnv } from '../kernel/allocator.ts'
 import { createApp, type App } from '../kernel/app.ts'
 import { resolveSettings } from '../kernel/config/load.ts'
 import { createLogger } from '../kernel/log.ts'
@@ -140,7 +141,8 @@ type ServiceResult = Awaited<ReturnType<typeof service>>
  */
 async function serviceInChild(count: number, concurrency: number): Promise<ServiceResult> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'bench/ingest.bench.ts', '--service-only', `--documents=${count}`, `--concurrency=${concurrency}`],
-    { stdio: ['ignore', 'pipe', 'inherit'] })
+    // Started as npm start starts the service: with its malloc arena setting (kernel/allocator.ts).
+    { stdio: ['ignore', 'pipe', 'inherit'], env: serviceEnv(process.env) })
   let out = ''
   child.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d))
   const code = await new Promise<number>((resolve) => child.once('exit', (c) => resolve(c ?? 1)))

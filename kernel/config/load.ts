@@ -5,6 +5,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { parse as parseYaml } from 'yaml'
 import { Value } from '@sinclair/typebox/value'
+import { allocatorWarning } from '../allocator.ts'
 import { issues } from '../validate.ts'
 import { effectiveModel, knownDimensions, PROVIDER_ALIASES, providerFamily } from './providers.ts'
 import { REMOVED_KEYS, SettingsSchema, type Settings } from './schema.ts'
@@ -64,8 +65,11 @@ export function loadSettings(opts: LoadOptions = {}): LoadedSettings {
       throw new ConfigError(file, [`not valid YAML: ${(err as Error).message}`])
     }
   }
-  const { settings, warnings } = resolveSettings(raw, opts.env ?? process.env, file ?? 'built-in defaults')
-  return { settings, source: file ?? 'built-in defaults', warnings }
+  const env = opts.env ?? process.env
+  const { settings, warnings } = resolveSettings(raw, env, file ?? 'built-in defaults')
+  // Not a setting, but read from the environment all the same: the malloc arenas glibc was started with.
+  const allocator = allocatorWarning(env)
+  return { settings, source: file ?? 'built-in defaults', warnings: allocator === null ? warnings : [...warnings, allocator] }
 }
 
 const ENV_OVERRIDES: { env: string; key: string; parse: (v: string) => unknown }[] = [
