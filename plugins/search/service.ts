@@ -285,7 +285,7 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
   }
 }
 
-function toResult(p: Pooled & { merged?: boolean }): SearchResultItem {
+function toResult(p: Pooled): SearchResultItem {
   const x = p.hit.payload
   const merged = p.merged === true
   return {

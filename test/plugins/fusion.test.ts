@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import type { ChunkPayload, VectorHit } from '../../adapters/ports.ts'
-import { fuseInKb, poolByRank, poolByScore } from '../../plugins/search/fusion.ts'
+import { fuseInKb, poolByRank, poolByScore, type Ranked } from '../../plugins/search/fusion.ts'
 
 function hits(ids: string[], reads: string[]): VectorHit[] {
   return ids.map((id, i) => ({
@@ -79,12 +79,15 @@ describe('fuseInKb', () => {
 
       const lists = Array.from({ length: 1 + (t % 11) }, () => fuseInKb(hits(pick(12), []), hits(pick(12), []), alpha, 3, 10)
         .map((r) => ({ ...r, score: Math.round(r.score * 20) / 20 })))
-      const byRank = lists.flatMap((list, kbOrder) => list.map((r, i) => ({ ...r, final: round6(1 / (61 + i)), kbOrder })))
-        .sort((a, b) => b.final - a.final || b.score - a.score || a.kbOrder - b.kbOrder)
-      assert.deepEqual(poolByRank(lists, 60, 10), byRank.slice(0, 10))
-      const byScore = lists.flat().filter((r) => r.score >= 0.1).map((r) => ({ ...r, final: round6(r.score) }))
-        .sort((a, b) => b.final - a.final || a.hit.id.localeCompare(b.hit.id))
-      assert.deepEqual(poolByScore(lists, 0.1, 10), byScore.slice(0, 10))
+      // Every third list went through auto-merge: its entries say whether each is a merged parent.
+      if (t % 3 === 0) lists[0] = lists[0].map((r, i) => ({ ...r, merged: i % 2 === 0 }))
+      const byRank = lists.flatMap((list, kbOrder) => list.map((r, i) => ({ r, final: round6(1 / (61 + i)), kbOrder })))
+        .sort((a, b) => b.final - a.final || b.r.score - a.r.score || a.kbOrder - b.kbOrder)
+      const asPooled = ({ r, final }: { r: Ranked & { merged?: boolean }; final: number }) => ({ hit: r.hit, score: r.score, final, merged: r.merged === true })
+      assert.deepEqual(poolByRank(lists, 60, 10), byRank.slice(0, 10).map(asPooled))
+      const byScore = lists.flat().filter((r) => r.score >= 0.1).map((r) => ({ r, final: round6(r.score) }))
+        .sort((a, b) => b.final - a.final || a.r.hit.id.localeCompare(b.r.hit.id))
+      assert.deepEqual(poolByScore(lists, 0.1, 10), byScore.slice(0, 10).map(asPooled))
     }
   })
 })
