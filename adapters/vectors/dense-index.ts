@@ -13,6 +13,7 @@
 // and stopped the event loop for the copy (13-25 ms at 10k rows of 1,024).
 import type { Index } from 'usearch'
 import type { RowSet } from './filter.ts'
+import { createQueryDot } from './dot.ts'
 import { TopK } from './top-k.ts'
 
 export type Usearch = typeof import('usearch').default
@@ -58,6 +59,9 @@ export interface DenseIndexOptions extends HnswParams {
  * one at a time) and bounded by filterScanBudget, so many KBs do not each hold one.
  */
 let gathered = new Float32Array(0)
+
+/** The query of the search under way, against the rows it rescores; shared as `gathered` is. */
+const queryDot = createQueryDot()
 
 /** Rows per arena segment (a power of two): 16 MB at 1,024 dimensions. */
 const SEGMENT_SHIFT = 12
@@ -208,8 +212,8 @@ export class DenseIndex {
   }
 
   /**
-   * The k live rows closest to q by cosine, best first, with exact scores. The graph is searched with a
-   * candidate list of expansionSearch x effort (at least k).
+   * The k live rows closest to q (of this index's dimensions: the collection checks) by cosine, best first,
+   * with exact scores. The graph is searched with a candidate list of expansionSearch x effort (at least k).
    */
   search(q: Float32Array, k: number, effort = 1, subset?: RowSet): { rows: Int32Array; scores: Float64Array } {
     const top = new TopK(k)
@@ -218,6 +222,7 @@ export class DenseIndex {
     let qq = 0
     for (let i = 0; i < d; i++) qq += q[i] * q[i]
     const qNorm = Math.sqrt(qq)
+    queryDot.setQuery(q)
     if (subset !== undefined) return this.searchSubset(q, qNorm, k, effort, subset, top)
     if (this.rowsEnd * d <= this.opts.exactBudget) {
       // Small collection: one SIMD pass over every row (segment by segment), dead ones included and filtered out after.
@@ -231,7 +236,7 @@ export class DenseIndex {
         const keys = (m as { keys: BigUint64Array }).keys
         for (let i = 0; i < keys.length; i++) {
           const row = first + Number(keys[i])
-          if (this.live[row] === 1) top.push(row, this.cosine(q, qNorm, row))
+          if (this.live[row] === 1) top.push(row, this.cosine(qNorm, row))
         }
       }
       return top.drain()
@@ -245,13 +250,13 @@ export class DenseIndex {
       const keys = m.keys
       for (let i = 0, n = Math.min(rescored, keys.length); i < n; i++) {
         const row = Number(keys[i])
-        if (this.live[row] === 1) top.push(row, this.cosine(q, qNorm, row))
+        if (this.live[row] === 1) top.push(row, this.cosine(qNorm, row))
       }
     }
     if (this.pendingCount > 0) {
       for (let i = this.queueHead; i < this.queueTail; i++) {
         const row = this.queue[i]
-        if (this.waiting[row] === 1) top.push(row, this.cosine(q, qNorm, row))
+        if (this.waiting[row] === 1) top.push(row, this.cosine(qNorm, row))
       }
     }
     return top.drain()
@@ -281,12 +286,12 @@ export class DenseIndex {
       const keys = (this.usearch.exactSearch(gathered.subarray(0, count * d), query, d, k, 'cos' as never, 1) as { keys: BigUint64Array }).keys
       for (let i = 0; i < keys.length; i++) {
         const row = rows[Number(keys[i])]
-        top.push(row, this.cosine(q, qNorm, row))
+        top.push(row, this.cosine(qNorm, row))
       }
       return top.drain()
     }
     if (count <= k || this.graphCount === 0 || count < asked * this.opts.filterGraphCost) {
-      for (let i = 0; i < count; i++) top.push(rows[i], this.cosine(q, qNorm, rows[i]))
+      for (let i = 0; i < count; i++) top.push(rows[i], this.cosine(qNorm, rows[i]))
       return top.drain()
     }
     const rescored = Math.max(2 * k, k + 10)
@@ -301,35 +306,21 @@ export class DenseIndex {
       if (kept.length >= k || asked >= this.graphCount) break
       asked = Math.min(this.graphCount, asked * 4)
     }
-    for (const row of kept) top.push(row, this.cosine(q, qNorm, row))
+    for (const row of kept) top.push(row, this.cosine(qNorm, row))
     if (this.pendingCount > 0) {
       for (let i = this.queueHead; i < this.queueTail; i++) {
         const row = this.queue[i]
-        if (this.waiting[row] === 1 && mask[row] === 1) top.push(row, this.cosine(q, qNorm, row))
+        if (this.waiting[row] === 1 && mask[row] === 1) top.push(row, this.cosine(qNorm, row))
       }
     }
     return top.drain()
   }
 
-  cosine(q: Float32Array, qNorm: number, row: number): number {
+  /** Cosine of the search's query (queryDot.setQuery) and a row; qNorm is the query's norm. */
+  private cosine(qNorm: number, row: number): number {
     const denom = qNorm * this.norms[row]
     if (denom === 0) return 0
-    const a = this.segments[row >>> SEGMENT_SHIFT]
-    const d = this.dims
-    const off = (row & SEGMENT_MASK) * d
-    let s0 = 0
-    let s1 = 0
-    let s2 = 0
-    let s3 = 0
-    let i = 0
-    for (; i + 3 < d; i += 4) {
-      s0 += q[i] * a[off + i]
-      s1 += q[i + 1] * a[off + i + 1]
-      s2 += q[i + 2] * a[off + i + 2]
-      s3 += q[i + 3] * a[off + i + 3]
-    }
-    for (; i < d; i++) s0 += q[i] * a[off + i]
-    return (s0 + s1 + s2 + s3) / denom
+    return queryDot.dot(this.segments[row >>> SEGMENT_SHIFT], (row & SEGMENT_MASK) * this.dims) / denom
   }
 
   // ---- background graph building ------------------------------------------------------------------
