@@ -67,6 +67,11 @@ export interface Queue {
   defer(topic: string, id: string, delayMs: number): Promise<void>
   /** Removes ready and delayed messages with this key; returns how many. */
   removeByKey(topic: string, key: string): Promise<number>
+  /**
+   * Which of `keys` some message of the topic carries, ready, delayed or in flight (one pass over the topic). A
+   * caller that wrote a row and then crashed before its enqueue finds the key missing here.
+   */
+  present(topic: string, keys: readonly string[]): Promise<Set<string>>
   depth(topic: string): Promise<QueueDepth>
   /** Calls listener soon after a message is enqueued on topic (a hint; consumers still poll). */
   subscribe(topic: string, listener: () => void): () => void

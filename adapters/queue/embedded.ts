@@ -229,6 +229,15 @@ function createQueue(dir: string, topics: Map<string, Topic>, journal: Journal):
       if (ids.length > 0) await journal.write(`{"o":"rm","t":${JSON.stringify(topicName)},"i":${JSON.stringify(ids)}}\n`)
       return ids.length
     },
+    async present(topicName, keys) {
+      checkTopic(topicName)
+      ensureOpen()
+      const wanted = new Set(keys)
+      const found = new Set<string>()
+      const topic = topics.get(topicName)
+      if (topic && wanted.size > 0) for (const m of topic.messages.values()) if (wanted.has(m.key)) found.add(m.key)
+      return found
+    },
 
     async depth(topicName): Promise<QueueDepth> {
       checkTopic(topicName)

@@ -108,11 +108,34 @@ for _, id in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
 end
 return removed`
 
+// KEYS: msg. ARGV: the texts '"key":<key as JSON>,' of the keys asked about. Returns the indexes (1-based) of
+// those some message carries: a message's key text runs from its first comma to the ',"id":' after it (a
+// quote inside a key is escaped, so that text cannot occur inside one).
+const PRESENT = `local wanted = {}
+for i, needle in ipairs(ARGV) do wanted[needle] = i end
+local found = {}
+for _, raw in ipairs(redis.call('HVALS', KEYS[1])) do
+  local comma = string.find(raw, ',', 1, true)
+  local stop = comma and string.find(raw, ',"id":', comma + 1, true)
+  if stop then
+    local needle = string.sub(raw, comma + 1, stop)
+    local i = wanted[needle]
+    if i then
+      found[#found + 1] = i
+      wanted[needle] = nil
+    end
+  end
+end
+return found`
+
 // KEYS: ready, delayed, inflight. Due and expired messages count as ready, as reserve would see them.
 const DEPTH = `${NOW}
 local due = redis.call('ZCOUNT', KEYS[2], '-inf', now)
 local expired = redis.call('ZCOUNT', KEYS[3], '-inf', now)
 return {redis.call('LLEN', KEYS[1]) + due + expired, redis.call('ZCARD', KEYS[2]) - due, redis.call('ZCARD', KEYS[3]) - expired}`
+
+/** How a message's JSON spells its key, with the comma after it: what REMOVE_BY_KEY and PRESENT match on. */
+const keyText = (key: string) => `"key":${JSON.stringify(key)},`
 
 type Args = (string | number)[]
 interface Scripts {
@@ -120,6 +143,7 @@ interface Scripts {
   quarryReserve(...args: Args): Promise<string[]>
   quarryDefer(...args: Args): Promise<number>
   quarryRemoveByKey(...args: Args): Promise<number>
+  quarryPresent(...args: Args): Promise<number[]>
   quarryDepth(...args: Args): Promise<number[]>
 }
 
@@ -135,6 +159,7 @@ export async function createRedisQueue(options: RedisQueueOptions): Promise<Queu
   client.defineCommand('quarryReserve', { numberOfKeys: 4, lua: RESERVE })
   client.defineCommand('quarryDefer', { numberOfKeys: 4, lua: DEFER })
   client.defineCommand('quarryRemoveByKey', { numberOfKeys: 3, lua: REMOVE_BY_KEY })
+  client.defineCommand('quarryPresent', { numberOfKeys: 1, lua: PRESENT })
   client.defineCommand('quarryDepth', { numberOfKeys: 3, lua: DEPTH })
   const scripts = client as unknown as Scripts
 
@@ -192,7 +217,7 @@ export async function createRedisQueue(options: RedisQueueOptions): Promise<Queu
       const { delayMs, payloadJson } = checkEnqueue(topic, key, payload, opts)
       const id = randomUUID()
       const k = keys(topic)
-      const json = `{"attempts":0,"key":${JSON.stringify(key)},"id":"${id}","payload":${payloadJson}}`
+      const json = `{"attempts":0,${keyText(key)}"id":"${id}","payload":${payloadJson}}`
       await run('enqueue', () => scripts.quarryEnqueue(k.ready, k.delayed, k.msg, id, json, delayMs, k.wake))
       return id
     },
@@ -224,7 +249,15 @@ export async function createRedisQueue(options: RedisQueueOptions): Promise<Queu
     async removeByKey(topic, key) {
       checkTopic(topic)
       const k = keys(topic)
-      return run('removeByKey', () => scripts.quarryRemoveByKey(k.ready, k.delayed, k.msg, `"key":${JSON.stringify(key)},`))
+      return run('removeByKey', () => scripts.quarryRemoveByKey(k.ready, k.delayed, k.msg, keyText(key)))
+    },
+
+    async present(topic, wanted) {
+      checkTopic(topic)
+      const unique = [...new Set(wanted)]
+      if (unique.length === 0) return new Set()
+      const hits = await run('present', () => scripts.quarryPresent(keys(topic).msg, ...unique.map(keyText)))
+      return new Set(hits.map((n) => unique[n - 1]))
     },
 
     async depth(topic): Promise<QueueDepth> {

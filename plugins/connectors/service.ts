@@ -186,7 +186,10 @@ export function createConnectorsService(opts: ConnectorsOptions) {
     return c
   }
 
-  /** Ends runs whose process is gone; their documents left `fetching` fail (the pending ones stay queued). */
+  /**
+   * Ends runs whose process is gone; their documents left `fetching` fail. The pending ones are the documents
+   * worker's: queued, or queued again by its recovery when the process died before their event was.
+   */
   async function recover(all: boolean): Promise<number> {
     let n = 0
     for (const c of await repo.stale(staleMs, all)) {

@@ -235,6 +235,15 @@ export function createDocRepo(db: SqlRunner, opts: DocRepoOptions) {
       )
     },
 
+    /** Pending rows untouched for staleMs or longer, oldest first: each should have a queued event (the worker checks). */
+    async pendingSince(staleMs: number): Promise<(DocumentRecord & { pending_op: PendingOp | null })[]> {
+      return db.query<DocumentRecord & { pending_op: PendingOp | null }>(
+        `SELECT ${COLUMNS}, pending_op FROM documents WHERE status = 'pending' AND updated_at <= now() - ($1::float8 * interval '1 millisecond')
+         ORDER BY updated_at LIMIT 1000`,
+        [staleMs],
+      )
+    },
+
     /** Hard delete of the row only if it is still in one of `from`. */
     async remove(docId: string, from: readonly DocStatus[]): Promise<boolean> {
       const rows = await db.query('DELETE FROM documents WHERE doc_id = $1 AND status = ANY($2::text[]) RETURNING doc_id', [docId, from as DocStatus[]])

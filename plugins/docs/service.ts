@@ -135,7 +135,8 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
    * already moves its row from a stable state to `pending` instead (409 while active; the loser of a race
    * deletes its file). The queue comes last (503 if it is down: the document is marked failed with the
    * reason, so a reindex can retry it). A crash between storing and inserting leaves an unreferenced file,
-   * never a stuck row.
+   * never a stuck row; one between inserting and queueing leaves a pending row that the worker's recovery
+   * queues (worker.ts).
    */
   async function ingestFile(kbId: string, file: MultipartFile, caller: Caller | null, kind: 'upload' | 'batch'): Promise<UploadResult> {
     const source = baseName(file.filename)

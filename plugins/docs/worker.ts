@@ -1,10 +1,10 @@
 // The queue consumer: up to max_workers documents at once, polling every poll_interval_sec (and woken at
 // once when something is queued), at most max_per_poll events per poll. An event for a document that is
 // already being processed goes to the delay queue for retry_interval_sec. Stale rows left by a crashed
-// process (no heartbeat) are re-queued or failed, at start and periodically.
+// process (no heartbeat, or pending with no event queued) are re-queued or failed, at start and periodically.
 import type { Queue, QueueMessage } from '../../adapters/ports.ts'
 import type { Logger } from '../../kernel/log.ts'
-import type { DocRepo, DocumentRecord } from './repo.ts'
+import type { DocRepo, DocumentRecord, PendingOp } from './repo.ts'
 import { INGEST_TOPIC, type DocEvent } from './service.ts'
 import { truncateError } from './states.ts'
 import { telemetry } from '../../kernel/telemetry.ts'
@@ -17,7 +17,10 @@ export interface WorkerOptions {
   /** How long a reserved event stays invisible to other consumers. */
   leaseMs: number
   heartbeatMs: number
-  /** A row in uploading/running/deleting whose heartbeat is older than this belongs to a dead process. */
+  /**
+   * A row in uploading/running/deleting whose heartbeat is older than this belongs to a dead process; so does a
+   * row pending this long with no event in the queue.
+   */
   staleMs: number
 }
 
@@ -136,7 +139,10 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
     if (depth && depth.ready + depth.delayed + depth.inflight === 0) for (const w of idleWaiters.splice(0)) w()
   }
 
-  /** Rows stuck in an active state with no live process behind them. */
+  /**
+   * Rows stuck with no live process behind them: uploading, running or deleting with no heartbeat, and pending
+   * with no event queued (a process killed between writing the row and queueing its event).
+   */
   async function recover(staleMs: number): Promise<void> {
     for (const doc of await repo.stale(['uploading', 'running', 'deleting'], staleMs)) {
       if (inProgress.has(doc.doc_id)) continue
@@ -146,14 +152,27 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
         continue
       }
       const op = doc.status === 'running' ? 'ingest' : (await repo.pendingOp(doc.doc_id)) === 'delete_hard' ? 'delete_hard' : 'delete'
-      const moved = await repo.transition(doc.doc_id, [doc.status], 'pending', { pending_op: op })
-      if (!moved) continue
-      const event: DocEvent = op === 'ingest'
-        ? { op: 'ingest', kb_id: doc.kb_id, doc_id: doc.doc_id, force: true }
-        : { op: 'delete', kb_id: doc.kb_id, doc_id: doc.doc_id, hard: op === 'delete_hard' }
-      await queue.enqueue(INGEST_TOPIC, doc.doc_id, event)
-      log.warn({ doc_id: doc.doc_id, was: doc.status }, 'document left behind by a stopped process re-queued')
+      if (await requeue(doc, op)) log.warn({ doc_id: doc.doc_id, was: doc.status }, 'document left behind by a stopped process re-queued')
     }
+    const pending = await repo.pendingSince(staleMs)
+    if (pending.length === 0) return
+    const queued = await queue.present(INGEST_TOPIC, pending.map((d) => d.doc_id))
+    for (const doc of pending) {
+      if (queued.has(doc.doc_id)) continue
+      // Pending -> pending: only if no one moved it since (a worker that got its event after all, a delete).
+      if (await requeue(doc, doc.pending_op ?? 'ingest')) log.warn({ doc_id: doc.doc_id }, 'pending document with no queued event re-queued')
+    }
+  }
+
+  /** Moves the row to pending (if it is still as read) and queues the event of op; false if it moved meanwhile. */
+  async function requeue(doc: DocumentRecord, op: PendingOp): Promise<boolean> {
+    const moved = await repo.transition(doc.doc_id, [doc.status], 'pending', { pending_op: op })
+    if (!moved) return false
+    const event: DocEvent = op === 'ingest'
+      ? { op: 'ingest', kb_id: doc.kb_id, doc_id: doc.doc_id, force: true }
+      : { op: 'delete', kb_id: doc.kb_id, doc_id: doc.doc_id, hard: op === 'delete_hard' }
+    await queue.enqueue(INGEST_TOPIC, doc.doc_id, event)
+    return true
   }
 
   return {

@@ -147,6 +147,25 @@ export function queueContract(name: string, harness: QueueHarnessFactory, traits
       assert.deepEqual(rest.map((m) => m.id), [other, prefixOf])
     })
 
+    it('present names the keys some message carries, ready, delayed or in flight, and no other', async (t) => {
+      const { q, topic } = await openQueue(t)
+      const key = 'doc "1" 문서'
+      assert.deepEqual(await q.present(topic, [key]), new Set())
+      const acked = await q.enqueue(topic, 'acked', 'done')
+      assert.equal((await q.reserve(topic, 1, 60_000))[0].id, acked)
+      await q.ack(topic, acked)
+      await q.enqueue(topic, key, 'leased')
+      await q.reserve(topic, 1, 60_000)
+      await q.enqueue(topic, 'delayed', 'later', { delayMs: 60_000 })
+      await q.enqueue(topic, 'ready', { key: 'in the payload' })
+      await q.enqueue(topic, 'removed', 'gone')
+      await q.removeByKey(topic, 'removed')
+      const asked = [key, 'delayed', 'ready', 'acked', 'removed', 'doc', 'in the payload', `${key}2`, key]
+      assert.deepEqual(await q.present(topic, asked), new Set([key, 'delayed', 'ready']))
+      assert.deepEqual(await q.present(topic, []), new Set())
+      assert.deepEqual(await q.present(`${topic}-other`, asked), new Set(), 'another topic holds none of them')
+    })
+
     it('depth counts ready, delayed and inflight', async (t) => {
       const { q, topic } = await openQueue(t)
       assert.deepEqual(await q.depth(topic), { ready: 0, delayed: 0, inflight: 0 })

@@ -7,6 +7,10 @@ import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
+import { createLogger } from '../../kernel/log.ts'
+import type { DocsPlugin } from '../../plugins/docs/index.ts'
+import { INGEST_TOPIC } from '../../plugins/docs/service.ts'
+import { createWorker, type Processor } from '../../plugins/docs/worker.ts'
 import { startApp, type StartedApp } from '../helpers/app.ts'
 import { startFakeEmbeddingServer } from '../helpers/fake-embedding-server.ts'
 import { skipUnless } from '../helpers/services.ts'
@@ -124,6 +128,67 @@ describe('crash recovery', () => {
     for (const id of ids) assert.equal((await settle(svc, kb, id)).status, 'indexed', `document ${id}`)
     const counts = await (await svc.request(`/api/kb/${kb}/docs/status`)).json() as Json
     assert.equal(counts.doc_counts.indexed, 5)
+  })
+})
+
+describe('a pending document whose event never reached the queue (the process died between the two)', () => {
+  const dropEvent = (svc: StartedApp, docId: string) => svc.app.adapters.queue.removeByKey(INGEST_TOPIC, docId)
+
+  it('embedded: queued again when the service restarts on its data folder, then indexed', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'quarry-orphan-'))
+    t.after(() => rmSync(dir, { recursive: true, force: true }))
+    const first = await startApp(t, { settings: { data_dir: dir, queue_worker: { enabled: false } } })
+    const kb = await newKb(first)
+    const lost = ((await (await upload(first, kb, 'lost.md', md('Lost', prose('lost')))).json()) as Json).doc_id
+    const kept = ((await (await upload(first, kb, 'kept.md', md('Kept', prose('kept')))).json()) as Json).doc_id
+    assert.equal(await dropEvent(first, lost), 1)
+    assert.deepEqual(await first.app.adapters.queue.present(INGEST_TOPIC, [lost, kept]), new Set([kept]))
+    await first.app.close()
+
+    const svc = await startApp(t, { settings: { data_dir: dir, ...fastPoll } })
+    for (const id of [lost, kept]) assert.equal((await settle(svc, kb, id)).status, 'indexed', id)
+    assert.deepEqual(await svc.app.adapters.queue.depth(INGEST_TOPIC), { ready: 0, delayed: 0, inflight: 0 })
+  })
+
+  it('PostgreSQL + Redis: a running worker re-queues it once it is older than the stale window; a queued one is left alone', { skip: skipUnless('postgres') || skipUnless('redis') }, async (t) => {
+    const svc = await startApp(t, { services: true, settings: { queue_worker: { enabled: false } } })
+    const kb = await newKb(svc)
+    const lost = ((await (await upload(svc, kb, 'lost.md', md('Lost', prose('lost')))).json()) as Json).doc_id
+    const kept = ((await (await upload(svc, kb, 'kept.md', md('Kept', prose('kept')))).json()) as Json).doc_id
+    assert.equal(await dropEvent(svc, lost), 1)
+    const repo = svc.app.use<DocsPlugin>('docs').service.repo
+    // The worker of another process, with a processor that records what it is given and indexes it.
+    const seen: string[] = []
+    const processor: Processor = {
+      async ingest(doc) {
+        seen.push(doc.doc_id)
+        await repo.transition(doc.doc_id, ['running'], 'indexed')
+      },
+      async remove() {
+        throw new Error('no delete was queued')
+      },
+    }
+    const worker = createWorker({ queue: svc.app.adapters.queue, repo, processor, log: createLogger('SILENT') }, {
+      maxWorkers: 2, maxPerPoll: 2, pollIntervalMs: 50, retryIntervalMs: 50, leaseMs: 60_000, heartbeatMs: 10_000, staleMs: 60_000,
+    })
+    t.after(() => worker.stop(1000))
+    // Inside the stale window nothing is re-queued: the row may be one whose enqueue is still on its way.
+    await worker.start()
+    await waitFor(async () => seen.includes(kept) && seen, 'the queued document')
+    await worker.idle()
+    assert.deepEqual(seen, [kept])
+    assert.equal((await status(svc, kb, lost)).status, 'pending')
+    await worker.stop(1000)
+
+    const later = createWorker({ queue: svc.app.adapters.queue, repo, processor, log: createLogger('SILENT') }, {
+      maxWorkers: 2, maxPerPoll: 2, pollIntervalMs: 50, retryIntervalMs: 50, leaseMs: 60_000, heartbeatMs: 10_000, staleMs: 1,
+    })
+    t.after(() => later.stop(1000))
+    await later.start()
+    assert.equal((await settle(svc, kb, lost)).status, 'indexed')
+    await later.idle()
+    assert.deepEqual(seen, [kept, lost], 'each document was processed once')
+    assert.deepEqual(await svc.app.adapters.queue.depth(INGEST_TOPIC), { ready: 0, delayed: 0, inflight: 0 })
   })
 })
 
