@@ -168,10 +168,14 @@ describe('a pending document whose event never reached the queue (the process di
         throw new Error('no delete was queued')
       },
     }
-    const worker = createWorker({ queue: svc.app.adapters.queue, repo, processor, log: createLogger('SILENT') }, {
-      maxWorkers: 2, maxPerPoll: 2, pollIntervalMs: 50, retryIntervalMs: 50, leaseMs: 60_000, heartbeatMs: 10_000, staleMs: 60_000,
-    })
-    t.after(() => worker.stop(1000))
+    const workerWith = (staleMs: number) => {
+      const w = createWorker({ queue: svc.app.adapters.queue, repo, processor, log: createLogger('SILENT') }, {
+        maxWorkers: 2, maxPerPoll: 2, pollIntervalMs: 50, retryIntervalMs: 50, leaseMs: 60_000, heartbeatMs: 10_000, staleMs,
+      })
+      t.after(() => w.stop(1000))
+      return w
+    }
+    const worker = workerWith(60_000)
     // Inside the stale window nothing is re-queued: the row may be one whose enqueue is still on its way.
     await worker.start()
     await waitFor(async () => seen.includes(kept) && seen, 'the queued document')
@@ -180,10 +184,7 @@ describe('a pending document whose event never reached the queue (the process di
     assert.equal((await status(svc, kb, lost)).status, 'pending')
     await worker.stop(1000)
 
-    const later = createWorker({ queue: svc.app.adapters.queue, repo, processor, log: createLogger('SILENT') }, {
-      maxWorkers: 2, maxPerPoll: 2, pollIntervalMs: 50, retryIntervalMs: 50, leaseMs: 60_000, heartbeatMs: 10_000, staleMs: 1,
-    })
-    t.after(() => later.stop(1000))
+    const later = workerWith(1)
     await later.start()
     assert.equal((await settle(svc, kb, lost)).status, 'indexed')
     await later.idle()
