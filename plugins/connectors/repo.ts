@@ -207,12 +207,21 @@ export function createConnectorRepo(db: SqlRunner) {
       `SELECT ${COLUMNS} FROM connectors WHERE sync_status = 'running' AND ($2 OR (sync_owner IS NOT NULL
          AND (sync_heartbeat_at IS NULL OR sync_heartbeat_at <= now() - ($1::float8 * interval '1 millisecond'))))`, [staleMs, all]),
 
-    /** Ends a dead run (its process stopped): idle, status error with the reason. */
-    interrupt: (id: string, runId: string | null, reason: string) => one(
+    /**
+     * Runs started staleMs ago or more that no process has claimed: each should have its event queued (the
+     * caller checks).
+     */
+    unclaimed: (staleMs: number) => db.query<ConnectorRow>(
+      `SELECT ${COLUMNS} FROM connectors WHERE sync_status = 'running' AND sync_owner IS NULL
+         AND sync_started_at <= now() - ($1::float8 * interval '1 millisecond')`, [staleMs]),
+
+    /** Ends a dead run (its process stopped): idle, status error with the reason. `unclaimed`: only if no one owns it. */
+    interrupt: (id: string, runId: string | null, reason: string, unclaimed = false) => one(
       `UPDATE connectors SET sync_status = 'idle', sync_run_id = NULL, sync_owner = NULL, sync_heartbeat_at = NULL, last_error = $3,
          status = CASE WHEN status = 'paused' THEN status ELSE 'error' END, updated_at = now()
-       WHERE connector_id = $1::uuid AND sync_status = 'running' AND sync_run_id IS NOT DISTINCT FROM $2::uuid RETURNING ${COLUMNS}`,
-      [id, runId, reason]),
+       WHERE connector_id = $1::uuid AND sync_status = 'running' AND sync_run_id IS NOT DISTINCT FROM $2::uuid
+         AND (NOT $4::boolean OR sync_owner IS NULL) RETURNING ${COLUMNS}`,
+      [id, runId, reason, unclaimed]),
 
     /** Removes the row unless a sync is running; null when it was running (or absent). */
     async remove(id: string): Promise<boolean> {

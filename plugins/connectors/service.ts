@@ -191,10 +191,19 @@ export function createConnectorsService(opts: ConnectorsOptions) {
    * worker's: queued, or queued again by its recovery when the process died before their event was.
    */
   async function recover(all: boolean): Promise<number> {
+    const dead: { c: ConnectorRow; unclaimed: boolean }[] = (await repo.stale(staleMs, all)).map((c) => ({ c, unclaimed: false }))
+    // Runs no process took whose event is gone: the process that started one died before queueing it (`all`
+    // has them already). An event is acked only after its claim, and interrupt checks the owner, so a run
+    // claimed meanwhile goes on.
+    const waiting = all ? [] : await repo.unclaimed(staleMs)
+    if (waiting.length > 0) {
+      const queued = await adapters.queue.present(SYNC_TOPIC, waiting.map((c) => c.connector_id))
+      for (const c of waiting) if (!queued.has(c.connector_id)) dead.push({ c, unclaimed: true })
+    }
     let n = 0
-    for (const c of await repo.stale(staleMs, all)) {
+    for (const { c, unclaimed } of dead) {
       if (engine.isRunningHere(c.connector_id)) continue
-      const ended = await repo.interrupt(c.connector_id, c.sync_run_id, INTERRUPTED)
+      const ended = await repo.interrupt(c.connector_id, c.sync_run_id, INTERRUPTED, unclaimed)
       if (!ended) continue
       n++
       await engine.failInFlight(c.connector_id, INTERRUPTED, { states: ['fetching'] })
@@ -211,12 +220,6 @@ export function createConnectorsService(opts: ConnectorsOptions) {
   let unsubscribe: (() => void) | null = null
   const runs = new Set<Promise<void>>()
 
-  async function handle(event: SyncEvent): Promise<void> {
-    const c = await repo.claim(event.connector_id, event.run_id, owner)
-    if (!c) return // aborted, superseded or taken by another process meanwhile
-    await engine.run(c, event.run_id, event.trigger)
-  }
-
   async function consume(): Promise<void> {
     const pollMs = settings.queue_poll.poll_interval_sec * 1000
     while (consuming) {
@@ -224,9 +227,14 @@ export function createConnectorsService(opts: ConnectorsOptions) {
       if (room > 0) {
         try {
           for (const msg of await adapters.queue.reserve<SyncEvent>(SYNC_TOPIC, room, 60_000)) {
-            // Liveness is the run's heartbeat from here on, not the lease: the message is done with.
+            const event = msg.payload
+            // The claim comes before the ack: a process that dies between the two leaves an owned run (its
+            // heartbeat goes stale) or a message delivered again, never an unowned run with no message. From
+            // here on liveness is the run's heartbeat, not the lease.
+            const c = await repo.claim(event.connector_id, event.run_id, owner)
             await adapters.queue.ack(SYNC_TOPIC, msg.id)
-            const p: Promise<void> = handle(msg.payload).catch((err) => log.error({ err, connector_id: msg.payload.connector_id }, 'connector sync crashed'))
+            if (!c) continue // aborted, superseded or taken by another process meanwhile
+            const p: Promise<void> = engine.run(c, event.run_id, event.trigger).catch((err) => log.error({ err, connector_id: event.connector_id }, 'connector sync crashed'))
             runs.add(p)
             void p.finally(() => {
               runs.delete(p)

@@ -14,7 +14,7 @@ import { createLogger } from '../../../kernel/log.ts'
 import type { Plugin } from '../../../kernel/plugin.ts'
 import { defaultPlugins } from '../../../kernel/plugins.ts'
 import { createConnectorsPlugin } from '../../../plugins/connectors/index.ts'
-import type { ConnectorsService } from '../../../plugins/connectors/service.ts'
+import { SYNC_TOPIC, type ConnectorsService } from '../../../plugins/connectors/service.ts'
 import { startApp, type StartedApp } from '../../helpers/app.ts'
 import { skipUnless } from '../../helpers/services.ts'
 import { waitFor } from '../../helpers/wait.ts'
@@ -183,6 +183,27 @@ describe('connectors across processes on PostgreSQL + Redis + S3', { skip: skipU
     assert.equal(st.last_error, INTERRUPTED)
     assert.equal(st.doc_counts.fetching, 0)
     assert.equal(st.doc_counts.running, 0)
+  })
+
+  it('a run whose event never reached the queue (its process died first) ends as interrupted once stale; a queued one waits', async (t) => {
+    const site = await startWebSite({ articles: 2, perPage: 2, slowMs: 10 })
+    t.after(() => site.close())
+    // Nothing consumes here; a stale window of a minute keeps the periodic pass out of the way of the calls below.
+    const api = await startApp(t, { services: true, settings: { ...CONNECTOR_TEST_SETTINGS, queue_worker: { enabled: false } }, plugins: pluginsWith(60_000) })
+    const kb = await newKb(api)
+    const c = await createConnector(api, { kb_id: kb, name: 'lost', source_type: 'web', config: webConfig(site) })
+    assert.equal((await api.request(`/api/connectors/${c.connector_id}/sync`, { method: 'POST' })).status, 202)
+    await api.app.adapters.sql.query(`UPDATE connectors SET sync_started_at = now() - interval '2 minutes' WHERE connector_id = $1::uuid`, [c.connector_id])
+    const svc = api.app.use<ConnectorsService>('connectors')
+    assert.equal(await svc.recover(false), 0, 'its event is queued: it waits for a consumer')
+    assert.notEqual((await syncStatus(api, c.connector_id)).sync_status, 'idle')
+
+    assert.equal(await api.app.adapters.queue.removeByKey(SYNC_TOPIC, c.connector_id), 1)
+    assert.equal(await svc.recover(false), 1)
+    const st = await syncStatus(api, c.connector_id)
+    assert.equal(st.sync_status, 'idle')
+    assert.equal(st.last_error, INTERRUPTED)
+    assert.equal((await api.request(`/api/connectors/${c.connector_id}/sync`, { method: 'POST' })).status, 202, 'a new sync can start')
   })
 
   it('two API processes: one schedule firing starts one sync; a schedule change made in one is picked up by the other', async (t) => {
