@@ -229,6 +229,7 @@ function createQueue(dir: string, topics: Map<string, Topic>, journal: Journal):
       if (ids.length > 0) await journal.write(`{"o":"rm","t":${JSON.stringify(topicName)},"i":${JSON.stringify(ids)}}\n`)
       return ids.length
     },
+
     async present(topicName, keys) {
       checkTopic(topicName)
       ensureOpen()
