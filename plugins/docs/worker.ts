@@ -9,6 +9,9 @@ import { INGEST_TOPIC, type DocEvent } from './service.ts'
 import { truncateError } from './states.ts'
 import { telemetry } from '../../kernel/telemetry.ts'
 
+/** How often the recovery pass looks for pending documents whose event never reached the queue (and at start). */
+const PENDING_CHECK_MS = 5 * 60_000
+
 export interface WorkerOptions {
   maxWorkers: number
   maxPerPoll: number
@@ -49,6 +52,7 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
   let recoveryTimer: NodeJS.Timeout | null = null
   let heartbeatTimer: NodeJS.Timeout | null = null
   const idleWaiters: (() => void)[] = []
+  let lastPendingCheck = -Infinity
 
   const nudge = () => {
     const w = wake
@@ -154,6 +158,11 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
       const op = doc.status === 'running' ? 'ingest' : (await repo.pendingOp(doc.doc_id)) === 'delete_hard' ? 'delete_hard' : 'delete'
       if (await requeue(doc, op)) log.warn({ doc_id: doc.doc_id, was: doc.status }, 'document left behind by a stopped process re-queued')
     }
+    // Asking the queue reads every message of the topic (Redis: one pass over its hash, in every worker process),
+    // and a lost event takes a crash at one exact moment: at start, then at most every PENDING_CHECK_MS.
+    const now = Date.now()
+    if (now - lastPendingCheck < PENDING_CHECK_MS) return
+    lastPendingCheck = now
     const pending = await repo.pendingSince(staleMs)
     if (pending.length === 0) return
     const queued = await queue.present(INGEST_TOPIC, pending.map((d) => d.doc_id))
