@@ -67,8 +67,11 @@ export interface Pooled extends Ranked {
   merged: boolean
 }
 
+/** An entry of a KB's list as pooling takes it: merged when auto-merge put a parent in place of its children. */
+type ListEntry = Ranked & { merged?: boolean }
+
 /** A list entry kept as a result: a new object of one shape, its fields named (a spread of the entry cost 1 us each). */
-const pooled = (r: Ranked & { merged?: boolean }, final: number): Pooled => ({ hit: r.hit, score: r.score, final, merged: r.merged === true })
+const pooled = (r: ListEntry, final: number): Pooled => ({ hit: r.hit, score: r.score, final, merged: r.merged === true })
 
 const round6 = (x: number) => Math.round(x * 1e6) / 1e6
 
@@ -77,9 +80,9 @@ const round6 = (x: number) => Math.round(x * 1e6) / 1e6
  * over KBs of 1 / (rrf_k + rank in that KB), rounded to 6 decimals. Equal scores keep the in-KB score order,
  * then the order of kb_ids in the request. `counts.pooled` receives the length of the pooled list before the cut.
  */
-export function poolByRank(lists: readonly (Ranked & { merged?: boolean })[][], rrfK: number, topK: number, counts?: { pooled: number }): Pooled[] {
+export function poolByRank(lists: readonly ListEntry[][], rrfK: number, topK: number, counts?: { pooled: number }): Pooled[] {
   // Sorted as small entries of one shape; only the topK kept are copied into results (ten KBs pool 100, keep 10).
-  const out: { r: Ranked & { merged?: boolean }; final: number; score: number; kbOrder: number }[] = []
+  const out: { r: ListEntry; final: number; score: number; kbOrder: number }[] = []
   for (let kbOrder = 0; kbOrder < lists.length; kbOrder++) {
     const list = lists[kbOrder]
     for (let i = 0; i < list.length; i++) out.push({ r: list[i], final: round6(1 / (rrfK + i + 1)), score: list[i].score, kbOrder })
@@ -93,9 +96,9 @@ export function poolByRank(lists: readonly (Ranked & { merged?: boolean })[][], 
  * Similarity across KBs: min_score applied per KB first (0.0 = no filter), then pooled by cosine, best first.
  * `counts.pooled` receives how many passed min_score, before the top_k cut.
  */
-export function poolByScore(lists: readonly (Ranked & { merged?: boolean })[][], minScore: number, topK: number, counts?: { pooled: number }): Pooled[] {
+export function poolByScore(lists: readonly ListEntry[][], minScore: number, topK: number, counts?: { pooled: number }): Pooled[] {
   // As in poolByRank: entries of one shape sorted, results copied for the topK kept only.
-  const out: { r: Ranked & { merged?: boolean }; final: number; id: string }[] = []
+  const out: { r: ListEntry; final: number; id: string }[] = []
   for (const list of lists) for (const r of list) if (minScore <= 0 || r.score >= minScore) out.push({ r, final: round6(r.score), id: r.hit.id })
   if (counts) counts.pooled = out.length
   out.sort((a, b) => b.final - a.final || a.id.localeCompare(b.id))

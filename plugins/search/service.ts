@@ -287,7 +287,6 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
 
 function toResult(p: Pooled): SearchResultItem {
   const x = p.hit.payload
-  const merged = p.merged === true
   return {
     chunk_id: x.chunk_id,
     kb_id: x.kb_id,
@@ -296,14 +295,14 @@ function toResult(p: Pooled): SearchResultItem {
     source_type: x.source_type,
     source: x.source,
     doc_type: x.doc_type,
-    chunk_index: merged ? null : x.chunk_index,
+    chunk_index: p.merged ? null : x.chunk_index,
     page_num: x.page_num,
     page_label: x.page_label,
     text: x.text,
     score: p.final,
     rerank_score: null,
     updated_at: x.updated_at,
-    merged,
+    merged: p.merged,
     parent_chunk_id: x.parent_chunk_id,
   }
 }
