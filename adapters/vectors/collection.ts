@@ -149,7 +149,7 @@ export class Collection {
       if (subset.count === 0) return out
     }
     if (query.dense !== undefined) {
-      const r = this.dense.search(query.dense, k, query.effort, subset)
+      const r = this.dense.search(query.dense, k, query.effort, subset, query.rankOnly === true)
       out.dense = this.hits(r.rows, r.scores)
     }
     if (query.sparse !== undefined && query.sparse.indices.length > 0) {

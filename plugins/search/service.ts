@@ -174,7 +174,8 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
     const limit = opts.mode === 'hybrid' ? Math.max(opts.top_k * 4, 40) : opts.top_k
     let hits
     try {
-      hits = await vectors.search(kbId, { dense, sparse, limit, effort, filter })
+      // Hybrid fusion reads the dense list's ranks only (fuseInKb): its scores need not be exact.
+      hits = await vectors.search(kbId, { dense, sparse, limit, effort, filter, rankOnly: opts.mode === 'hybrid' })
     } catch (err) {
       // A KB deleted while being searched contributes nothing; a store that is down is still an error.
       if (err instanceof AppError && err.status === 404) return { ranked: [] as MergeItem[], candidates: 0 }

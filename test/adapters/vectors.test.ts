@@ -438,6 +438,47 @@ describe('embedded vector store: behaviour', () => {
     assert.ok(recall.low < recall.full - 0.05, `a candidate list of 10 instead of 256 misses some (${recall.low} vs ${recall.full})`)
   })
 
+  it('ranks graph rows by the graph\'s own f16 distances when only the order is wanted; rows not yet in the graph are scored exactly', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-rank-only'
+    const dims = 48
+    // f16 graph (the default); after the first batch the graph trails the writes, so later rows wait a while.
+    const store = await open(dir, { exactBudget: 0, dimensions: dims, indexSliceMs: 1, busyShare: 0.001 })
+    t.after(() => store.close())
+    const points = randomPoints(kb, 3000, 91, dims)
+    await store.upsert(kb, points)
+    await store.whenIndexed(kb)
+    const r = rng(92)
+    let overlap = 0
+    let differs = 0
+    for (let q = 0; q < 40; q++) {
+      const query = Float32Array.from({ length: dims }, () => r() * 2 - 1)
+      const exact = (await store.search(kb, { dense: query, limit: 10 })).dense
+      const ranked = (await store.search(kb, { dense: query, limit: 10, rankOnly: true })).dense
+      assert.equal(ranked.length, 10)
+      for (let i = 0; i < ranked.length; i++) {
+        const p = points.find((x) => x.payload.chunk_id === ranked[i].id)!
+        const err = Math.abs(ranked[i].score - cosine(query, p.dense))
+        assert.ok(err < 3e-3, `an f16 cosine is within 0.003 of the exact one (${err})`)
+        if (err > 1e-6) differs++
+        if (i > 0) assert.ok(ranked[i - 1].score >= ranked[i].score, 'best first')
+      }
+      const ids = new Set(exact.map((h) => h.id))
+      overlap += ranked.filter((h) => ids.has(h.id)).length / 10 / 40
+    }
+    assert.ok(differs > 0, 'the scores are the graph\'s, not rescored')
+    assert.ok(overlap >= 0.95, `the same neighbours as the rescored search (${overlap})`)
+    // Rows still waiting for the graph: found by the exact scan, with exact scores, beside the graph's rows.
+    const late = randomPoints(kb, 40, 93, dims, 10, 'late')
+    await store.upsert(kb, late)
+    const waiting = await store.stats(kb)
+    assert.ok(waiting !== null && waiting.pending > 0, `some rows wait for the graph (pending ${waiting?.pending})`)
+    const target = late[late.length - 1]
+    const { dense } = await store.search(kb, { dense: target.dense, limit: 5, rankOnly: true })
+    assert.equal(dense[0].id, target.payload.chunk_id)
+    assert.ok(Math.abs(dense[0].score - 1) < 1e-6, `exact score for a waiting row (${dense[0].score})`)
+  })
+
   it('lets the graph trail behind a stream of writes: new points are searchable at once and the graph catches up', async (t) => {
     const dir = await tempDir(t)
     const kb = 'kb-trail'

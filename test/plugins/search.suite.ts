@@ -63,7 +63,7 @@ export function searchSuite(label: string, opts: StartOptions): void {
     assert.deepEqual(none.body.results, [])
   })
 
-  it(`${label}: a search over several KBs gives each KB's dense list its share of the chunks searched as effort`, async (t) => {
+  it(`${label}: a search over several KBs gives each KB's dense list its share of the chunks searched as effort; hybrid asks for dense ranks only`, async (t) => {
     const svc = await startApp(t, withSettings({}))
     const big = await newKb(svc)
     const small = await newKb(svc)
@@ -72,10 +72,10 @@ export function searchSuite(label: string, opts: StartOptions): void {
     const vectors = svc.app.adapters.vectors
     const sizes = { [big]: await vectors.count(big), [small]: await vectors.count(small) }
     assert.ok(sizes[big] > sizes[small] && sizes[small] > 0)
-    const seen: { kb: string; effort: number | undefined; dense: boolean }[] = []
+    const seen: { kb: string; effort: number | undefined; dense: boolean; rankOnly: boolean | undefined }[] = []
     const original = vectors.search
     vectors.search = (kb, q) => {
-      seen.push({ kb, effort: q.effort, dense: q.dense !== undefined })
+      seen.push({ kb, effort: q.effort, dense: q.dense !== undefined, rankOnly: q.rankOnly })
       return original.call(vectors, kb, q)
     }
     t.after(() => void (vectors.search = original))
@@ -84,6 +84,8 @@ export function searchSuite(label: string, opts: StartOptions): void {
       const many = await search(svc, { query: 'river harbour', kb_ids: [big, small, 'no-such-kb'], options: { mode } })
       assert.equal(many.status, 200)
       assert.ok(many.body.results.length > 0)
+      // Hybrid fusion reads the dense ranks only; similarity shows the dense scores, which must be exact.
+      assert.deepEqual(seen.map((x) => x.rankOnly), seen.map(() => mode === 'hybrid'))
       const byKb = Object.fromEntries(seen.map((x) => [x.kb, x.effort]))
       const total = sizes[big] + sizes[small]
       assert.ok(Math.abs(byKb[big]! - sizes[big] / total) < 1e-12, `${mode}: ${byKb[big]}`)
