@@ -137,7 +137,9 @@ async function direct(app: App, c: Case, query: string, topK: number): Promise<{
   const sparse = c.mode === 'hybrid' ? encodeQuery(query) : undefined
   const t1 = performance.now()
   const limit = limitFor(c.mode, topK)
-  await Promise.all(c.kbIds.map((kb, i) => app.adapters.vectors.search(kb, { dense, sparse, limit, effort: c.efforts?.[i] })))
+  // The same index work as the service's: hybrid asks for dense ranks only (no exact rescoring).
+  const rankOnly = c.mode === 'hybrid'
+  await Promise.all(c.kbIds.map((kb, i) => app.adapters.vectors.search(kb, { dense, sparse, limit, effort: c.efforts?.[i], rankOnly })))
   return { prep: t1 - t0, index: performance.now() - t1 }
 }
 
