@@ -468,8 +468,10 @@ describe('embedded vector store: behaviour', () => {
     }
     assert.ok(differs > 0, 'the scores are the graph\'s, not rescored')
     assert.ok(overlap >= 0.95, `the same neighbours as the rescored search (${overlap})`)
-    // Rows still waiting for the graph: found by the exact scan, with exact scores, beside the graph's rows.
-    const late = randomPoints(kb, 40, 93, dims, 10, 'late')
+    // Rows still waiting for the graph: found by the exact scan, with exact scores, beside the graph's rows. More
+    // than one slice takes (at most 200 rows: 1 ms at no less than 5 us a row), and the rest after a slice is 999
+    // times its length, so the last row still waits when the search runs.
+    const late = randomPoints(kb, 400, 93, dims, 10, 'late')
     await store.upsert(kb, late)
     const waiting = await store.stats(kb)
     assert.ok(waiting !== null && waiting.pending > 0, `some rows wait for the graph (pending ${waiting?.pending})`)
