@@ -244,10 +244,8 @@ export class DenseIndex {
       return top.drain()
     }
     if (this.graphCount > 0) {
-      // Rescore more than k so that quantized distances cannot push a true top-k row out at the border.
       const ef = Math.max(k, Math.ceil(this.opts.expansionSearch * Math.min(1, effort > 0 ? effort : 1)))
       const asked = Math.min(this.graphCount, ef)
-      const rescored = Math.min(asked, Math.max(2 * k, k + 10))
       const m = this.hnsw.search(q, asked, 1)
       const keys = m.keys
       if (rankOnly) {
@@ -261,6 +259,8 @@ export class DenseIndex {
           taken++
         }
       } else {
+        // Rescore more than k so that quantized distances cannot push a true top-k row out at the border.
+        const rescored = Math.min(asked, Math.max(2 * k, k + 10))
         for (let i = 0, n = Math.min(rescored, keys.length); i < n; i++) {
           const row = Number(keys[i])
           if (this.live[row] === 1) top.push(row, this.cosine(qNorm, row))
