@@ -488,10 +488,11 @@ export async function run(opts: VectorsBenchOptions) {
   const sn = opts.quick ? 3000 : 10_000
   const sq = opts.quick ? 60 : 150
   result.quantization = [
-    await graphStudy('f16 graph (default)', sn, sizes.dims, sizes.dist, { exactBudget: 0, quantization: 'f16' }, sq),
+    await graphStudy('f16 graph', sn, sizes.dims, sizes.dist, { exactBudget: 0, quantization: 'f16' }, sq),
+    await graphStudy('bf16 graph (default)', sn, sizes.dims, sizes.dist, { exactBudget: 0, quantization: 'bf16' }, sq),
     await graphStudy('f32 graph', sn, sizes.dims, sizes.dist, { exactBudget: 0, quantization: 'f32' }, sq),
   ]
-  result.uniform_worst_case = await graphStudy('f16 graph, uniform data', sn, sizes.dims, 'uniform', { exactBudget: 0 }, sq)
+  result.uniform_worst_case = await graphStudy('bf16 graph, uniform data', sn, sizes.dims, 'uniform', { exactBudget: 0 }, sq)
   result.multi_kb = await multiKbStudy(opts.quick ? 10_000 : 40_000, 10, sizes.dims, sizes.dist, sq)
   result.small_collections = []
   for (const n of opts.quick ? [1000, 4000] : [1000, 2000, 4000]) {

@@ -16,7 +16,11 @@ export interface EmbeddedVectorStoreOptions {
   dir: string
   /** Vector size of collections created implicitly (an upsert into a KB without ensureCollection). */
   dimensions: number
-  /** Scalar type of the HNSW graph. Scores are always exact f32 cosines; this only trades memory for recall. Default f16. */
+  /**
+   * Scalar type of the HNSW graph: memory and speed against recall (scores are exact f32 cosines, except the
+   * graph's own for a rankOnly query). Default bf16: as small as f16, and faster where the CPU has AVX-512 BF16
+   * (bench/vectors.bench.ts, 10k x 1024: search p50 0.48 vs 0.63 ms, build 494 vs 670 ms, recall@10 1.0 vs 0.9993).
+   */
   quantization?: Quantization
   /** HNSW links per node (M). Default 16. */
   connectivity?: number
@@ -107,7 +111,7 @@ function unitShare(value: number | undefined, fallback: number): number {
 export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOptions): Promise<EmbeddedVectorStore> {
   const dir = resolve(options.dir)
   const dimensions = positiveInt('dimensions', options.dimensions, 0)
-  const quantization = options.quantization ?? 'f16'
+  const quantization = options.quantization ?? 'bf16'
   if (!['f32', 'f16', 'bf16', 'i8'].includes(quantization)) throw new Error(`createEmbeddedVectorStore: quantization must be f32, f16, bf16 or i8, got ${quantization}`)
   const collectionOpts: CollectionOptions = {
     dimensions,

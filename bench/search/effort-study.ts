@@ -3,7 +3,7 @@
 // over several KBs gives each its share of the chunks searched).
 //
 //   npx tsx bench/search/effort-study.ts [--chunks=100000] [--queries=300] [--ef=40,56,80,128,256] [--one-ef=80,128,256]
-//                                        [--quantization=f16] [--connectivity=16] [--expansion-add=64]
+//                                        [--quantization=bf16] [--connectivity=16] [--expansion-add=64]
 //
 // Texts are 400-800 characters of the generated corpus (12 chunks per document, documents dealt round-robin to
 // 10 KBs), vectors from the built-in embedder at 1024 dimensions, graphs built as the embedded store builds
@@ -20,7 +20,7 @@ const N = Number(arg('chunks', '100000'))
 const Q = Number(arg('queries', '300'))
 const SPLIT_EF = numbers(arg('ef', '40,56,80,128,256'))
 const ONE_EF = numbers(arg('one-ef', '80,128,256'))
-const QUANT = arg('quantization', 'f16')
+const QUANT = arg('quantization', 'bf16')
 const M = Number(arg('connectivity', '16'))
 const EF_ADD = Number(arg('expansion-add', '64'))
 const D = 1024
