@@ -70,6 +70,12 @@ export class Collection {
   private wal!: WalFile
   private walSeq = 0
   private walBytes = 0
+  /**
+   * The snapshot's graph lacked rows of its points (its file missing, written with other graph parameters,
+   * or written part-built): those rows are inserted again, and the next snapshot saves the graph even if no
+   * write came, so that later starts do not rebuild it once more.
+   */
+  private graphToSave = false
   private lastSnapshotBytes = 0
   private ops: Op[] = []
   /** True from the start of the write loop to the instant it sees an empty queue (set and cleared synchronously). */
@@ -343,13 +349,18 @@ export class Collection {
     return this.walBytes >= Math.max(this.opts.snapshotMinBytes, this.lastSnapshotBytes / 2)
   }
 
+  /** Whether the files lack something the memory holds: logged writes, or a graph rebuilt since the snapshot. */
+  private unsaved(): boolean {
+    return this.walBytes > 0 || this.graphToSave
+  }
+
   private armIdleSnapshot(): void {
     if (this.idleTimer !== undefined) clearTimeout(this.idleTimer)
     this.idleTimer = undefined
-    if (this.closed || this.walBytes === 0 || !(this.opts.snapshotIdleMs > 0)) return
+    if (this.closed || !this.unsaved() || !(this.opts.snapshotIdleMs > 0)) return
     this.idleTimer = setTimeout(() => {
       this.idleTimer = undefined
-      if (this.closed || this.walBytes === 0 || this.snapshotTask !== null) return
+      if (this.closed || !this.unsaved() || this.snapshotTask !== null) return
       // Wait for the graph: a snapshot taken now would make the next start rebuild those rows again.
       if (this.dense.pendingCount > 0) return void this.dense.whenIndexed().then(() => this.armIdleSnapshot())
       this.snapshot().catch((err: unknown) => this.opts.log?.warn({ err, kb_id: this.kbId }, 'idle vector snapshot failed'))
@@ -363,7 +374,7 @@ export class Collection {
    */
   private async startSnapshot(): Promise<{ task: Promise<void> }> {
     while (this.snapshotTask !== null) await this.snapshotTask
-    if (this.walBytes === 0 && this.manifest.snapshot !== null) return { task: Promise.resolve() }
+    if (!this.unsaved() && this.manifest.snapshot !== null) return { task: Promise.resolve() }
     const seq = this.walSeq
     const next = await WalFile.open(join(this.dir, walName(seq + 1)))
     await fsyncDir(this.dir)
@@ -375,9 +386,10 @@ export class Collection {
     // From here to the end of the capture nothing awaits: the graph and the flags are taken at one instant.
     const graphTmp = join(this.dir, `hnsw-${seq}.usearch.tmp`)
     const graphRows = this.dense.graphCount
+    const graphComplete = this.dense.pendingCount === 0
     const hasGraph = this.dense.saveGraph(graphTmp)
     const capture = this.capture()
-    const task = this.finishSnapshot(seq, capture, hasGraph ? graphTmp : null, graphRows, coveredBytes)
+    const task = this.finishSnapshot(seq, capture, hasGraph ? graphTmp : null, graphRows, coveredBytes, graphComplete)
     this.snapshotTask = task
       .catch((err: unknown) => this.opts.log?.warn({ err, kb_id: this.kbId }, 'vector snapshot failed; the log keeps every write'))
       .finally(() => {
@@ -424,7 +436,7 @@ export class Collection {
     }
   }
 
-  private async finishSnapshot(seq: number, capture: SnapshotCapture, graphTmp: string | null, graphRows: number, coveredBytes: number): Promise<void> {
+  private async finishSnapshot(seq: number, capture: SnapshotCapture, graphTmp: string | null, graphRows: number, coveredBytes: number, graphComplete: boolean): Promise<void> {
     const pointsName = `points-${seq}.bin`
     const graphName = graphTmp === null ? null : `hnsw-${seq}.usearch`
     try {
@@ -440,6 +452,7 @@ export class Collection {
       await writeFileAtomic(this.dir, join(this.dir, MANIFEST), JSON.stringify(manifest))
       this.manifest = manifest
       this.walBytes -= coveredBytes
+      if (graphComplete) this.graphToSave = false
       this.lastSnapshotBytes = size
       if (previous !== null) {
         await fs.rm(join(this.dir, previous.points), { force: true })
@@ -497,6 +510,7 @@ export class Collection {
       this.nextRow = data.rowsEnd
       for (let row = data.rowsEnd - 1; row >= 0; row--) if (!this.dense.isLive(row)) this.free.push(row)
       if (!sameParams) this.manifest = { ...this.manifest, graph: { quantization: this.opts.quantization, connectivity: this.opts.connectivity, expansionAdd: this.opts.expansionAdd } }
+      this.graphToSave = this.dense.pendingCount > 0
       this.lastSnapshotBytes = (await fs.stat(join(this.dir, snap.points))).size
     }
     const segments = (await fs.readdir(this.dir))
@@ -531,7 +545,7 @@ export class Collection {
   /** Drains the queue, finishes a running snapshot, optionally folds the log into a new one, closes files. */
   async close(opts: { snapshot: boolean }): Promise<void> {
     if (this.closed) return
-    if (opts.snapshot && this.walBytes > 0) await this.snapshot().catch((err: unknown) => this.opts.log?.warn({ err, kb_id: this.kbId }, 'vector snapshot at close failed'))
+    if (opts.snapshot && this.unsaved()) await this.snapshot().catch((err: unknown) => this.opts.log?.warn({ err, kb_id: this.kbId }, 'vector snapshot at close failed'))
     this.closed = true
     if (this.idleTimer !== undefined) clearTimeout(this.idleTimer)
     while (this.looping) await this.loopDone

@@ -225,6 +225,31 @@ describe('embedded vector store: persistence', () => {
     assert.equal((await store.search(kb, { dense: probe.dense, limit: 1 })).dense[0].payload.chunk_id, probe.payload.chunk_id)
   })
 
+  it('rebuilds a graph saved with other parameters (an f16 graph opened with the bf16 default), then loads the new one', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-requantize'
+    let store = await open(dir, { exactBudget: 0, quantization: 'f16' })
+    const points = randomPoints(kb, 300, 44)
+    await store.upsert(kb, points)
+    await store.whenIndexed(kb)
+    await store.close()
+    // Slices of 1 ms starting at one row: the graph cannot be rebuilt by the time the first stats are read.
+    store = await open(dir, { exactBudget: 0, indexSliceMs: 1 })
+    const reopened = await store.stats(kb)
+    assert.equal(reopened?.points, 300)
+    assert.ok((reopened?.inGraph ?? 0) < 300, `the f16 graph is not used by a bf16 store (${reopened?.inGraph} rows in its graph)`)
+    await assertMatchesReference(store, kb, points, 45)
+    await store.whenIndexed(kb)
+    assert.equal((await store.stats(kb))?.inGraph, 300)
+    await store.close()
+    // Saved with the new parameters: the next open loads it whole.
+    store = await open(dir, { exactBudget: 0, indexSliceMs: 1 })
+    t.after(() => store.close())
+    assert.equal((await store.stats(kb))?.inGraph, 300, 'the rebuilt bf16 graph is loaded')
+    const probe = points[123]
+    assert.equal((await store.search(kb, { dense: probe.dense, limit: 1 })).dense[0].payload.chunk_id, probe.payload.chunk_id)
+  })
+
   it('snapshots while writes and deletes keep coming, and reopens to the same state', async (t) => {
     const dir = await tempDir(t)
     const kb = 'kb-busy'
@@ -438,11 +463,11 @@ describe('embedded vector store: behaviour', () => {
     assert.ok(recall.low < recall.full - 0.05, `a candidate list of 10 instead of 256 misses some (${recall.low} vs ${recall.full})`)
   })
 
-  it('ranks graph rows by the graph\'s own f16 distances when only the order is wanted; rows not yet in the graph are scored exactly', async (t) => {
+  it('ranks graph rows by the graph\'s own bf16 distances when only the order is wanted; rows not yet in the graph are scored exactly', async (t) => {
     const dir = await tempDir(t)
     const kb = 'kb-rank-only'
     const dims = 48
-    // f16 graph (the default); after the first batch the graph trails the writes, so later rows wait a while.
+    // bf16 graph (the default); after the first batch the graph trails the writes, so later rows wait a while.
     const store = await open(dir, { exactBudget: 0, dimensions: dims, indexSliceMs: 1, busyShare: 0.001 })
     t.after(() => store.close())
     const points = randomPoints(kb, 3000, 91, dims)
@@ -459,7 +484,7 @@ describe('embedded vector store: behaviour', () => {
       for (let i = 0; i < ranked.length; i++) {
         const p = points.find((x) => x.payload.chunk_id === ranked[i].id)!
         const err = Math.abs(ranked[i].score - cosine(query, p.dense))
-        assert.ok(err < 3e-3, `an f16 cosine is within 0.003 of the exact one (${err})`)
+        assert.ok(err < 3e-3, `a bf16 cosine is within 0.003 of the exact one (${err})`)
         if (err > 1e-6) differs++
         if (i > 0) assert.ok(ranked[i - 1].score >= ranked[i].score, 'best first')
       }
