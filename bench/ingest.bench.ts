@@ -7,8 +7,10 @@
 // Every service run is a process of its own (`--service-only`): its peak RSS is then its own high-water mark,
 // not the baseline's or an earlier run's. The growth series (full mode: 1,000 and 5,000 documents; any sizes
 // with `--sizes=1000,5000` or the `sizes` option) reports documents/s and peak RSS at each size.
+// `--service-only --documents=N [--profile=<file>]` runs the service part alone and prints its JSON; with
+// --profile it also writes a .cpuprofile of the main thread over the measured run.
 import { spawn } from 'node:child_process'
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
@@ -26,6 +28,7 @@ import { STAGES, type PipelineMetrics } from '../plugins/docs/pipeline.ts'
 import { generateDocuments, type GeneratedDoc } from './lib/corpus.ts'
 import { machine, round } from './lib/machine.ts'
 import { progress } from './lib/progress.ts'
+import { profileWhile } from './search/profile.ts'
 
 export interface IngestBenchOptions {
   quick: boolean
@@ -40,6 +43,40 @@ export interface IngestBenchOptions {
 export const TARGETS = { ratio_vs_baseline: 1.5, documents_per_s: 100, peak_rss_mb: 600 }
 
 const DIMS = 1024
+
+/**
+ * CPU time of each thread of this process so far (user + system, ms) by thread id, from /proc (Linux; empty
+ * elsewhere). Differences between two readings say which threads did a run's work: the main thread (id =
+ * pid) against the compute pool, PGlite, libuv's pool and V8's helper threads (garbage collection, compiling).
+ */
+function threadCpuMs(): Map<number, number> {
+  const out = new Map<number, number>()
+  let tids: string[]
+  try {
+    tids = readdirSync('/proc/self/task')
+  } catch {
+    return out
+  }
+  const tick = 1000 / 100 // USER_HZ is 100 on Linux
+  for (const tid of tids) {
+    try {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8')
+      // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+      out.set(Number(tid), (Number(f[11]) + Number(f[12])) * tick)
+    } catch {
+      // The thread ended between the listing and the read.
+    }
+  }
+  return out
+}
+
+/** Per-thread CPU between two readings, ms per document: the main thread, then the others busiest first. */
+function threadShares(before: Map<number, number>, after: Map<number, number>, docs: number): { main: number; others: number[] } {
+  const main = ((after.get(process.pid) ?? 0) - (before.get(process.pid) ?? 0)) / docs
+  const others = [...after].filter(([tid]) => tid !== process.pid).map(([tid, ms]) => (ms - (before.get(tid) ?? 0)) / docs)
+  return { main, others: others.filter((x) => x > 0).sort((a, b) => b - a) }
+}
 
 /** Uploads `docs` with the client process into KB `kb`; resolves with the seconds from the first upload until every one is done. */
 async function ingestRun(app: App, base: string, kb: string, docs: GeneratedDoc[], concurrency: number, dir: string, bar?: ReturnType<typeof progress>) {
@@ -61,6 +98,7 @@ async function ingestRun(app: App, base: string, kb: string, docs: GeneratedDoc[
   })
   const started = performance.now()
   const cpu0 = process.cpuUsage()
+  const threads0 = threadCpuMs()
   // How long the main thread was held at a time: what a search arriving during the ingest waits on top of its own work.
   const delay = monitorEventLoopDelay({ resolution: 1 })
   delay.enable()
@@ -90,6 +128,7 @@ async function ingestRun(app: App, base: string, kb: string, docs: GeneratedDoc[
   // processes on the machine changes much less than the wall time.
   const cpu = process.cpuUsage(cpu0)
   const cpuMs = (cpu.user + cpu.system) / 1000
+  const threads = threadShares(threads0, threadCpuMs(), docs.length)
   await clientDone
   const m = docsPlugin.metrics
   const metrics: PipelineMetrics = {
@@ -97,14 +136,14 @@ async function ingestRun(app: App, base: string, kb: string, docs: GeneratedDoc[
     skipped: m.skipped - before.skipped, bytes: m.bytes - before.bytes, chunks: m.chunks - before.chunks,
     stageMs: Object.fromEntries(STAGES.map((s) => [s, m.stageMs[s] - before.stageMs[s]])) as PipelineMetrics['stageMs'],
   }
-  return { seconds, cpuMs, counts, metrics, rssMaxMb: rssMax / 2 ** 20, eventLoopDelayMs }
+  return { seconds, cpuMs, threads, counts, metrics, rssMaxMb: rssMax / 2 ** 20, eventLoopDelayMs }
 }
 
 /**
  * The service, warmed first with `warm` documents in a KB of their own (its pool workers' JIT, the lazy parser
  * imports; their graph finished), then timed on `docs` from the first upload until every one is done.
  */
-export async function service(docs: GeneratedDoc[], concurrency: number, warm: GeneratedDoc[] = []) {
+export async function service(docs: GeneratedDoc[], concurrency: number, warm: GeneratedDoc[] = [], profileFile?: string) {
   const dir = mkdtempSync(join(tmpdir(), 'quarry-ingest-'))
   const { settings } = resolveSettings({ data_dir: join(dir, 'data'), logging: { level: 'ERROR' }, embedding: { vector_size: DIMS } })
   const app = await createApp({ settings, plugins: defaultPlugins(), log: createLogger('ERROR') })
@@ -118,7 +157,16 @@ export async function service(docs: GeneratedDoc[], concurrency: number, warm: G
       await store.whenIndexed?.('warm')
     }
     const bar = progress('ingest', docs.length, { unit: 'docs' })
-    const { seconds, cpuMs, counts, metrics, rssMaxMb, eventLoopDelayMs } = await ingestRun(app, base, 'bench', docs, concurrency, dir, bar)
+    const measured = () => ingestRun(app, base, 'bench', docs, concurrency, dir, bar)
+    let run: Awaited<ReturnType<typeof measured>>
+    if (profileFile === undefined) run = await measured()
+    else {
+      // The main thread, sampled over the measured run only (not the documents' generation or the warm-up).
+      const { value, profile } = await profileWhile(measured)
+      writeFileSync(profileFile, JSON.stringify(profile))
+      run = value
+    }
+    const { seconds, cpuMs, threads, counts, metrics, rssMaxMb, eventLoopDelayMs } = run
     bar.done()
     // Every document is indexed (searchable: rows not yet in the HNSW graph are scanned exactly). The graph
     // trails a bulk ingest and catches up once writes pause: how long that takes is reported beside it.
@@ -126,7 +174,7 @@ export async function service(docs: GeneratedDoc[], concurrency: number, warm: G
     await store.whenIndexed?.('bench')
     const graphCatchUp = (performance.now() - graphStarted) / 1000
     const peakRssMb = Math.max(rssMaxMb, process.memoryUsage.rss() / 2 ** 20)
-    return { seconds, cpuMs, graphCatchUp, counts, metrics, peakRssMb, highWaterRssMb: process.resourceUsage().maxRSS / 1024, eventLoopDelayMs }
+    return { seconds, cpuMs, threads, graphCatchUp, counts, metrics, peakRssMb, highWaterRssMb: process.resourceUsage().maxRSS / 1024, eventLoopDelayMs }
   } finally {
     await app.close()
     rmSync(dir, { recursive: true, force: true })
@@ -226,6 +274,9 @@ export async function run(opts: IngestBenchOptions = { quick: true }) {
       // CPU time per document over all threads (the upload client's own process not counted), ours vs the script's.
       cpu_ms_per_doc: round(ours.cpuMs / count, 2),
       baseline_cpu_ms_per_doc: round((base1.cpuMs + base2.cpuMs) / (2 * subset.length), 2),
+      // The service's CPU ms per document by thread (Linux): the main thread, and the other threads busiest first
+      // (compute pool, PGlite, V8's helper threads, libuv's pool; /proc names them all "node").
+      cpu_ms_per_doc_by_thread: { main: round(ours.threads.main, 2), others: ours.threads.others.slice(0, 8).map((x) => round(x, 2)) },
       ratio_vs_baseline: round(rate / baseRate, 2),
       // Documents/s and peak RSS (each size in a process of its own) as the batch grows.
       growth,
@@ -240,7 +291,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     // One service run for serviceInChild: JSON on stdout, progress on stderr.
     const count = Number(n ?? 1000)
     const docs = await generateDocuments(count)
-    const result = await service(docs, Number(flag('concurrency') ?? 8), docs.slice(0, Math.min(20, count)))
+    const result = await service(docs, Number(flag('concurrency') ?? 8), docs.slice(0, Math.min(20, count)), flag('profile'))
     process.stdout.write(JSON.stringify(result))
   } else {
     const sizes = flag('sizes')?.split(',').map(Number)

@@ -197,6 +197,11 @@ function ingest(raw: unknown): Normalised {
   }
   add('CPU ms per document, all threads', num(raw, 'results.cpu_ms_per_doc'), num(raw, 'results.baseline_cpu_ms_per_doc'),
     { unit: 'ms', higher_is_better: false, baseline_name: 'the sequential script', tracked: false })
+  if (num(raw, 'results.cpu_ms_per_doc_by_thread.main') !== undefined) {
+    add('CPU ms per document, service main thread', num(raw, 'results.cpu_ms_per_doc_by_thread.main'), null, { unit: 'ms', higher_is_better: false, tracked: false })
+    const others = at(raw, 'results.cpu_ms_per_doc_by_thread.others')
+    if (Array.isArray(others) && others.length > 0) notes.push(`CPU ms per document of the service's other threads, busiest first: ${others.join(', ')}`)
+  }
   const rssTarget = num(raw, 'targets.peak_rss_mb')
   add('peak RSS', num(raw, 'results.peak_rss_mb'), null, { unit: 'MB', higher_is_better: false, target: rssTarget })
   if (num(raw, 'results.high_water_rss_mb') !== undefined) {

@@ -160,8 +160,12 @@ describe('normalisation of each benchmark', () => {
       documents_per_s: 40, mb_per_s: 0.4, seconds: 0.4, outcome: { indexed: 15, failed: 1, outdated: 0 }, chunks: 200,
       stage_ms_per_doc: { validate: 1, parse: 30, chunk: 5, embed: 10 }, stage_share: {}, peak_rss_mb: 500,
       baseline_documents_per_s: 20, ratio_vs_baseline: 2, event_loop_delay_ms: { p99: 12.5, max: 41 },
+      cpu_ms_per_doc_by_thread: { main: 6.5, others: [3.5, 2.25] },
     } }
     const n = normalise('ingest', raw)
+    const main = byMetric(n.comparisons, 'CPU ms per document, service main thread')
+    assert.deepEqual([main.ours, main.higher_is_better], [6.5, false])
+    assert.ok(n.notes.some((x) => x.includes('other threads, busiest first: 3.5, 2.25')), n.notes.join('; '))
     const stall = byMetric(n.comparisons, 'longest event-loop stall while ingesting')
     assert.deepEqual([stall.ours, stall.higher_is_better], [41, false])
     assert.equal(byMetric(n.comparisons, 'event-loop delay p99 while ingesting').ours, 12.5)
