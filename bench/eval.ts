@@ -5,7 +5,8 @@
 //   npm run eval -- --dataset <folder> --url http://127.0.0.1:8000 [--header 'Authorization: Bearer ...']
 //
 // Options: --limit-docs N, --limit-queries M, --modes sparse,dense,hybrid,similarity, --alpha A (hybrid),
-// --top-k K (<= 100), --dedup (keep near-duplicate detection on), --kb ID, --keep, --skip-ingest,
+// --top-k K (<= 100), --dedup (keep near-duplicate detection on), --kb ID, --split N (the corpus spread over N
+// KBs searched together: multi-KB quality), --keep, --skip-ingest,
 // --data-dir DIR (in-process service), --set key=value (in-process settings, repeatable),
 // --concurrency C, --format txt|md (upload format), --json FILE (the result object).
 import { existsSync, writeFileSync } from 'node:fs'
@@ -51,6 +52,7 @@ export function parseCli(argv: readonly string[]): EvalOptions & { json?: string
       'top-k': { type: 'string' },
       dedup: { type: 'boolean' },
       kb: { type: 'string' },
+      split: { type: 'string' },
       keep: { type: 'boolean' },
       'skip-ingest': { type: 'boolean' },
       'data-dir': { type: 'string' },
@@ -93,6 +95,7 @@ export function parseCli(argv: readonly string[]): EvalOptions & { json?: string
     topK,
     dedup: values.dedup ?? false,
     kbId: values.kb,
+    split: int('split', values.split),
     keep: values.keep ?? false,
     skipIngest: values['skip-ingest'] ?? false,
     dataDir: values['data-dir'],

@@ -118,8 +118,8 @@ export async function failedDocs(c: QuarryClient, kbId: string): Promise<{ sourc
   return page.items.map((d) => ({ source: d.source, last_error: d.last_error }))
 }
 
-export async function search(c: QuarryClient, kbId: string, query: string, options: Record<string, unknown>): Promise<SearchHit[]> {
-  const body = { query, kb_ids: [kbId], options }
+export async function search(c: QuarryClient, kbIds: string | readonly string[], query: string, options: Record<string, unknown>): Promise<SearchHit[]> {
+  const body = { query, kb_ids: typeof kbIds === 'string' ? [kbIds] : kbIds, options }
   return (await call<{ results: SearchHit[] }>(c, 'POST', '/api/search', body)).results
 }
 

@@ -34,6 +34,11 @@ export interface EvalOptions {
   topK?: number
   /** KB id to use; default eval-<dataset>-<random>. */
   kbId?: string
+  /**
+   * Spread the corpus over this many KBs (entry i into KB i mod N, ids <kbId>-1 ... <kbId>-N) and search them
+   * all in one request: the quality of a multi-KB search, whose answer pools each KB's own ranking. Default 1.
+   */
+  split?: number
   /** Leave the KB in place afterwards (--url only; an in-process service's folder is removed anyway unless dataDir is set). */
   keep?: boolean
   /** The KB already holds this corpus (uploaded with the same file names): search only. */
@@ -118,7 +123,13 @@ export function targetsFor(dataset: string, modes: readonly ModeResult[]): EvalR
   return out
 }
 
-async function ingest(c: QuarryClient, kbId: string, ds: BeirDataset, files: ReturnType<typeof corpusFiles>, log: (l: string) => void) {
+function sumCounts(all: DocCounts[]): DocCounts {
+  const out: DocCounts = {}
+  for (const counts of all) for (const [k, v] of Object.entries(counts)) out[k] = (out[k] ?? 0) + (v ?? 0)
+  return out
+}
+
+async function ingest(c: QuarryClient, kbId: string, files: ReturnType<typeof corpusFiles>, log: (l: string) => void) {
   const total = files.files.length
   let lastLog = 0
   const every = (what: string) => (n: number) => {
@@ -130,7 +141,7 @@ async function ingest(c: QuarryClient, kbId: string, ds: BeirDataset, files: Ret
   const refused = await uploadAll(c, kbId, files.files, { batchSize: 50, concurrency: 2, onProgress: every('uploaded') })
   const counts = await waitSettled(c, kbId, total - refused.length, { onProgress: every('settled') })
   const seconds = (performance.now() - started) / 1000
-  log(`ingested ${ds.corpus.length} documents in ${seconds.toFixed(1)} s: ${JSON.stringify(counts)}`)
+  log(`ingested ${total} documents into ${kbId} in ${seconds.toFixed(1)} s: ${JSON.stringify(counts)}`)
   return { seconds, counts, refused }
 }
 
@@ -141,6 +152,9 @@ export async function runEval(opts: EvalOptions): Promise<EvalResult> {
   const topK = opts.topK ?? 100
   const files = corpusFiles(ds.corpus, opts.format)
   const kbId = opts.kbId ?? `eval-${ds.name.toLowerCase().replace(/[^a-z0-9]+/g, '-').slice(0, 30)}-${randomBytes(3).toString('hex')}`
+  const split = opts.split ?? 1
+  if (!(Number.isInteger(split) && split >= 1)) throw new Error(`split must be a positive integer, got ${split}`)
+  const kbIds = split === 1 ? [kbId] : Array.from({ length: split }, (_, i) => `${kbId}-${i + 1}`)
 
   let local: InProcessService | undefined
   let c: QuarryClient
@@ -152,19 +166,24 @@ export async function runEval(opts: EvalOptions): Promise<EvalResult> {
   const created = !opts.skipIngest
   try {
     let ing: { seconds: number | null; counts: DocCounts; refused: { name: string; error: string }[] }
-    if (opts.skipIngest) ing = { seconds: null, counts: await docCounts(c, kbId), refused: [] }
+    if (opts.skipIngest) ing = { seconds: null, counts: sumCounts(await Promise.all(kbIds.map((id) => docCounts(c, id)))), refused: [] }
     else {
-      await createKb(c, kbId)
-      if (!opts.dedup) await putOverrides(c, kbId, { 'dedup.enabled': false })
-      ing = await ingest(c, kbId, ds, files, log)
+      for (const id of kbIds) {
+        await createKb(c, id)
+        if (!opts.dedup) await putOverrides(c, id, { 'dedup.enabled': false })
+      }
+      const started = performance.now()
+      const parts = await Promise.all(kbIds.map((id, k) => ingest(c, id, { ...files, files: files.files.filter((_, i) => i % split === k) }, log)))
+      ing = { seconds: (performance.now() - started) / 1000, counts: sumCounts(parts.map((x) => x.counts)), refused: parts.flatMap((x) => x.refused) }
     }
-    const failed = ing.counts.failed ? await failedDocs(c, kbId) : []
+    const failed = ing.counts.failed ? (await Promise.all(kbIds.map((id) => failedDocs(c, id)))).flat() : []
     const judgedIds = new Set<string>()
     for (const rel of ds.qrels.values()) for (const [id, g] of rel) if (g > 0) judgedIds.add(id)
 
-    const settings = await kbSettings(c, kbId)
+    // Every KB of a split run has the same settings (the defaults and the overrides above).
+    const settings = await kbSettings(c, kbIds[0])
     const retrieval = settings.retrieval as { hybrid?: { alpha?: number; rrf_k?: number; kb_rrf_k?: number } } | undefined
-    const model = await embeddingModel(c, kbId)
+    const model = await embeddingModel(c, kbIds[0])
 
     const results: ModeResult[] = []
     for (const mode of modes) {
@@ -173,7 +192,7 @@ export async function runEval(opts: EvalOptions): Promise<EvalResult> {
       let latency = 0
       await mapLimit(ds.queries, opts.concurrency ?? 4, async (q) => {
         const t0 = performance.now()
-        const hits = await search(c, kbId, q.text, options)
+        const hits = await search(c, kbIds, q.text, options)
         latency += performance.now() - t0
         runs.set(q.id, firstPerDocument(hits.map((h) => files.idBySource.get(h.source) ?? `?${h.source}`)))
       })
@@ -186,11 +205,13 @@ export async function runEval(opts: EvalOptions): Promise<EvalResult> {
     const notIndexed = new Set<string>([...ing.refused.map((r) => r.name), ...failed.map((f) => f.source)])
     if ((ing.counts.outdated ?? 0) > 0) {
       // Outdated documents are listed by status, a page of 100 at a time.
-      for (let page = 1; ; page++) {
-        const res = await fetch(`${c.base}/api/kb/${kbId}/docs?status=outdated&page_size=100&page=${page}`, { headers: c.headers })
-        const body = (await res.json()) as { items: { source: string }[] }
-        for (const d of body.items) notIndexed.add(d.source)
-        if (body.items.length < 100) break
+      for (const id of kbIds) {
+        for (let page = 1; ; page++) {
+          const res = await fetch(`${c.base}/api/kb/${id}/docs?status=outdated&page_size=100&page=${page}`, { headers: c.headers })
+          const body = (await res.json()) as { items: { source: string }[] }
+          for (const d of body.items) notIndexed.add(d.source)
+          if (body.items.length < 100) break
+        }
       }
     }
     const unreachable = [...notIndexed].filter((s) => judgedIds.has(files.idBySource.get(s) ?? '')).length
@@ -212,6 +233,7 @@ export async function runEval(opts: EvalOptions): Promise<EvalResult> {
         rrf_k: retrieval?.hybrid?.rrf_k,
         kb_rrf_k: retrieval?.hybrid?.kb_rrf_k,
         top_k: topK,
+        kbs: split,
         rerank: false,
         document_level: 'best chunk rank per document; recall@100 over the documents of the top 100 chunks',
         upload: opts.format === 'md' ? 'one .md per corpus entry: title as a heading, then the text' : 'one .txt per corpus entry: title line, blank line, text',
@@ -232,7 +254,7 @@ export async function runEval(opts: EvalOptions): Promise<EvalResult> {
       targets: ds.corpus.length === ds.full.docs && ds.queries.length === ds.full.queries ? targetsFor(ds.name, results) : [],
     }
   } finally {
-    if (created && !opts.keep && opts.url) await deleteKb(c, kbId).catch(() => {})
+    if (created && !opts.keep && opts.url) for (const id of kbIds) await deleteKb(c, id).catch(() => {})
     await local?.close()
   }
 }
@@ -243,7 +265,7 @@ export function formatReport(r: EvalResult): string {
   lines.push(`Data set ${r.dataset}: ${r.sizes.docs} documents${r.sizes.docs < r.sizes.full_docs ? ` (of ${r.sizes.full_docs})` : ''}, ${r.sizes.queries} judged queries${r.sizes.queries < r.sizes.full_queries ? ` (of ${r.sizes.full_queries})` : ''}, ${r.sizes.judgements} judgements`)
   lines.push(`Service: ${r.service}`)
   const s = r.settings as Record<string, any>
-  lines.push(`Settings: embedding ${s.embedding_model}; chunking ${s.chunking.strategy} ${s.chunking.chunk_size}/${s.chunking.chunk_overlap} (min ${s.chunking.min_chunk_chars} chars); dedup ${s.dedup_enabled ? 'on' : 'off'}; hybrid alpha ${s.hybrid_alpha}, in-KB k ${s.kb_rrf_k || s.rrf_k}, rrf_k ${s.rrf_k}; top_k ${s.top_k}; no reranking`)
+  lines.push(`Settings: embedding ${s.embedding_model}; chunking ${s.chunking.strategy} ${s.chunking.chunk_size}/${s.chunking.chunk_overlap} (min ${s.chunking.min_chunk_chars} chars); dedup ${s.dedup_enabled ? 'on' : 'off'}; hybrid alpha ${s.hybrid_alpha}, in-KB k ${s.kb_rrf_k || s.rrf_k}, rrf_k ${s.rrf_k}; top_k ${s.top_k}${s.kbs > 1 ? `; corpus spread over ${s.kbs} KBs, searched together` : ''}; no reranking`)
   const c = r.ingest.counts
   if (r.ingest.seconds !== null) lines.push(`Ingest: ${r.ingest.seconds} s (${r.ingest.docs_per_s} docs/s); indexed ${c.indexed ?? 0}, failed ${c.failed ?? 0}, outdated ${c.outdated ?? 0}, refused ${r.ingest.refused.length}; judged documents not indexed: ${r.ingest.unreachable_judged}`)
   for (const f of r.ingest.failed.slice(0, 5)) lines.push(`  failed ${f.corpus_id ?? f.source}${f.judged ? ' (judged)' : ''}: ${f.last_error}`)

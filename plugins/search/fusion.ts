@@ -16,6 +16,30 @@ export interface Ranked {
 /** k of the in-KB fusion: retrieval.hybrid.kb_rrf_k, where 0 means rrf_k. */
 export const inKbFusionK = (hybrid: { rrf_k: number; kb_rrf_k?: number }): number => hybrid.kb_rrf_k || hybrid.rrf_k
 
+/** The weight, relative to rank 1's, below which a rank's fusion weight no longer earns its fetch (fusionDepth). */
+export const FUSION_WEIGHT_FLOOR = 1 / 6
+
+/**
+ * The ranks of a list worth fetching for fusion with k: those whose weight 1/(k + rank) is at least
+ * FUSION_WEIGHT_FLOOR of rank 1's 1/(k + 1), that is rank <= (k + 1) / FUSION_WEIGHT_FLOOR - k. With k 60 (the
+ * specification's) that is 306: every rank a search asks for. With the built-in embedder's k of 3 it is 21
+ * (rank 22 weighs 4/25 of rank 1).
+ */
+export const fusionDepth = (k: number): number => Math.floor((k + 1) / FUSION_WEIGHT_FLOOR - k)
+
+/**
+ * The hits a KB's search asks the store for (VectorQuery.limit, denseLimit). Hybrid fusion needs deeper lists
+ * than top_k: a chunk ranked 12th by both lists can beat one ranked 1st by one. A KB searched among several
+ * (effort < 1) gets a short dense candidate list, so the number of dense ranks asked sets its cost: only those
+ * fusion weighs enough are asked (fusionDepth), and at least top_k (what alpha 1 returns).
+ */
+export function storeLimits(mode: 'hybrid' | 'similarity', topK: number, fusionK: number, effort?: number): { limit: number; denseLimit?: number } {
+  if (mode !== 'hybrid') return { limit: topK }
+  const limit = Math.max(topK * 4, 40)
+  if (effort === undefined || effort >= 1) return { limit }
+  return { limit, denseLimit: Math.max(topK, Math.min(limit, fusionDepth(fusionK))) }
+}
+
 /**
  * Hybrid inside one KB: reciprocal rank fusion of the dense and sparse lists with alpha weighting the two
  * (1.0 = dense only, 0.0 = sparse only): alpha / (k + dense rank) + (1 - alpha) / (k + sparse rank).

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import type { ChunkPayload, VectorHit } from '../../adapters/ports.ts'
-import { fuseInKb, poolByRank, poolByScore, type Ranked } from '../../plugins/search/fusion.ts'
+import { FUSION_WEIGHT_FLOOR, fusionDepth, fuseInKb, poolByRank, poolByScore, storeLimits, type Ranked } from '../../plugins/search/fusion.ts'
 
 function hits(ids: string[], reads: string[]): VectorHit[] {
   return ids.map((id, i) => ({
@@ -89,5 +89,27 @@ describe('fuseInKb', () => {
         .sort((a, b) => b.final - a.final || a.r.hit.id.localeCompare(b.r.hit.id))
       assert.deepEqual(poolByScore(lists, 0.1, 10), byScore.slice(0, 10).map(asPooled))
     }
+  })
+})
+
+describe('storeLimits', () => {
+  it('fusionDepth: the deepest rank whose weight is at least the floor share of rank 1\'s', () => {
+    for (const k of [1, 3, 10, 60]) {
+      const depth = fusionDepth(k)
+      const share = (rank: number) => (1 / (k + rank)) / (1 / (k + 1))
+      assert.ok(share(depth) >= FUSION_WEIGHT_FLOOR - 1e-12, `k ${k}: rank ${depth} weighs enough`)
+      assert.ok(share(depth + 1) < FUSION_WEIGHT_FLOOR, `k ${k}: rank ${depth + 1} does not`)
+    }
+    assert.equal(fusionDepth(3), 21)
+    assert.ok(fusionDepth(60) > 40, 'the specification\'s k keeps every rank a search asks for')
+  })
+
+  it('hybrid asks 4 x top_k (at least 40) a list; a KB among several, fewer dense ranks; similarity top_k', () => {
+    assert.deepEqual(storeLimits('similarity', 7, 3, 0.1), { limit: 7 })
+    assert.deepEqual(storeLimits('hybrid', 5, 3), { limit: 40 })
+    assert.deepEqual(storeLimits('hybrid', 5, 3, 1), { limit: 40 }, 'the whole effort: one KB')
+    assert.deepEqual(storeLimits('hybrid', 5, 3, 0.1), { limit: 40, denseLimit: 21 })
+    assert.deepEqual(storeLimits('hybrid', 5, 60, 0.1), { limit: 40, denseLimit: 40 }, 'k 60 weighs every rank asked')
+    assert.deepEqual(storeLimits('hybrid', 30, 3, 0.5), { limit: 120, denseLimit: 30 }, 'never fewer than top_k')
   })
 })
