@@ -132,6 +132,8 @@ test('command line: limits, modes and in-process settings', () => {
   assert.throws(() => parseCli([]), /--dataset/)
   assert.throws(() => parseCli(['--dataset', '/d', '--modes', 'bm25']), /unknown mode/)
   assert.throws(() => parseCli(['--dataset', '/d', '--top-k', '500']), /at most 100/)
+  assert.equal(parseCli(['--dataset', '/d', '--split', '10']).split, 10)
+  assert.throws(() => parseCli(['--dataset', '/d', '--split', '0']), /--split must be a positive integer/)
 })
 
 test('end to end: 5 documents and 3 queries through an in-process service', async (t) => {
@@ -168,4 +170,13 @@ test('end to end: 5 documents and 3 queries through an in-process service', asyn
   }
   assert.deepEqual(r.modes.find((m) => m.mode === 'sparse')?.options.hybrid, { alpha: 0 })
   assert.ok(lines.some((l) => l.startsWith('ingested 5 documents')))
+
+  // The same corpus spread over two KBs searched together: entries 1, 3, 5 in one, 2 and 4 in the other.
+  const split: string[] = []
+  const r2 = await runEval({ dataset: dir, split: 2, kbId: 'evsplit', modes: ['hybrid'], log: (l) => split.push(l), settings: { embedding: { vector_size: 256 } } })
+  assert.equal(r2.ingest.counts.indexed, 5)
+  assert.equal(r2.settings.kbs, 2)
+  assert.deepEqual(split.filter((l) => l.startsWith('ingested')).map((l) => l.split(' ').slice(0, 5).join(' ')).sort(), ['ingested 2 documents into evsplit-2', 'ingested 3 documents into evsplit-1'])
+  // Each relevant document is its KB's first, and fused ahead of the other KB's first.
+  assert.deepEqual(r2.modes.map((m) => [m.mode, m.queries, m.mrr_at_10, m.ndcg_at_10]), [['hybrid', 3, 1, 1]])
 })
