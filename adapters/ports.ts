@@ -135,8 +135,6 @@ export interface VectorQuery {
    * scores are then approximate. Default false: every dense score is exact.
    */
   rankOnly?: boolean
-  /** Dense hits asked, when fewer than `limit` (which then bounds the sparse hits only). Default: `limit`. */
-  denseLimit?: number
 }
 
 /**

@@ -33,7 +33,7 @@ import { createLogger } from '../kernel/log.ts'
 import { defaultPlugins } from '../kernel/plugins.ts'
 import { cacheKey, createCachedSearch, finish, serialise, settingsFingerprint, type CachedSearch } from '../plugins/search/cache.ts'
 import type { SearchService } from '../plugins/search/service.ts'
-import { inKbFusionK, storeLimits } from '../plugins/search/fusion.ts'
+import { inKbFusionK, storeLimit } from '../plugins/search/fusion.ts'
 import { gateCache } from './search/cache-gate.ts'
 import { machine, median, percentile, round } from './lib/machine.ts'
 import { buildSearchData, readSearchData, type SearchData } from './search/build-data.ts'
@@ -133,8 +133,8 @@ function append(to: number[], values: readonly number[]): void {
 // ---- the baseline and the in-process service -----------------------------------------------------------
 
 /** What plugins/search/service.ts asks the store for: deeper lists for fusion in hybrid mode. */
-function limitsFor(app: App, mode: Mode, topK: number, effort?: number): { limit: number; denseLimit?: number } {
-  return storeLimits(mode, topK, inKbFusionK(app.settings.retrieval.hybrid), effort)
+function limitFor(app: App, mode: Mode, topK: number, effort?: number): number {
+  return storeLimit(mode, topK, inKbFusionK(app.settings.retrieval.hybrid), effort)
 }
 
 async function direct(app: App, c: Case, query: string, topK: number): Promise<{ prep: number; index: number }> {
@@ -143,9 +143,9 @@ async function direct(app: App, c: Case, query: string, topK: number): Promise<{
   const sparse = c.mode === 'hybrid' ? encodeQuery(query) : undefined
   const t1 = performance.now()
   // The same index work as the service's: hybrid asks for dense ranks only (no exact rescoring), and a KB among
-  // several for the dense ranks its fusion weighs.
+  // several for the ranks its fusion weighs.
   const rankOnly = c.mode === 'hybrid'
-  await Promise.all(c.kbIds.map((kb, i) => app.adapters.vectors.search(kb, { dense, sparse, ...limitsFor(app, c.mode, topK, c.efforts?.[i]), effort: c.efforts?.[i], rankOnly })))
+  await Promise.all(c.kbIds.map((kb, i) => app.adapters.vectors.search(kb, { dense, sparse, limit: limitFor(app, c.mode, topK, c.efforts?.[i]), effort: c.efforts?.[i], rankOnly })))
   return { prep: t1 - t0, index: performance.now() - t1 }
 }
 
@@ -531,7 +531,7 @@ export async function run(opts: SearchBenchOptions) {
       machine: machine(),
       sizes: {
         chunks, documents: data.documents, dimensions: DIMS, kbs: { one: data.kbs.one, split: data.kbs.split }, split_sizes: data.split_sizes,
-        mean_chunk_chars: data.mean_chunk_chars, distinct_queries: queries.length, top_k: topK, store_limit: { hybrid_1kb: limitsFor(app, 'hybrid', topK), hybrid_per_kb_of_10: limitsFor(app, 'hybrid', topK, 1 / SPLITS), similarity: limitsFor(app, 'similarity', topK) },
+        mean_chunk_chars: data.mean_chunk_chars, distinct_queries: queries.length, top_k: topK, store_limit: { hybrid_1kb: limitFor(app, 'hybrid', topK), hybrid_per_kb_of_10: limitFor(app, 'hybrid', topK, 1 / SPLITS), similarity: limitFor(app, 'similarity', topK) },
         connections, load_seconds_per_case: seconds, load_rounds: rounds, warmup_seconds_per_case: warmupSeconds,
         one_connection: { rounds: lowRounds, queries_per_round: lowQueries },
       },

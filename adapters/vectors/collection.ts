@@ -155,8 +155,7 @@ export class Collection {
       if (subset.count === 0) return out
     }
     if (query.dense !== undefined) {
-      const kd = query.denseLimit === undefined ? k : Math.min(k, Math.floor(query.denseLimit))
-      const r = this.dense.search(query.dense, kd, query.effort, subset, query.rankOnly === true)
+      const r = this.dense.search(query.dense, k, query.effort, subset, query.rankOnly === true)
       out.dense = this.hits(r.rows, r.scores)
     }
     if (query.sparse !== undefined && query.sparse.indices.length > 0) {

@@ -294,9 +294,8 @@ export async function createQdrantVectorStore(options: QdrantVectorStoreOptions)
         const dims = known.get(name)
         if (dims !== undefined && query.dense.length !== dims) throw dimensionMismatch(kbId, dims, query.dense.length)
         const effort = query.effort
-        const denseLimit = query.denseLimit === undefined ? limit : Math.min(limit, Math.floor(query.denseLimit))
-        const search: (typeof searches)[number] = { query: Array.from(query.dense), using: DENSE, limit: denseLimit, ...(filter && { filter }), with_payload: true }
-        if (effort !== undefined && effort > 0 && effort < 1) search.params = { hnsw_ef: Math.max(denseLimit, Math.ceil(searchEf * effort)) }
+        const search: (typeof searches)[number] = { query: Array.from(query.dense), using: DENSE, limit, ...(filter && { filter }), with_payload: true }
+        if (effort !== undefined && effort > 0 && effort < 1) search.params = { hnsw_ef: Math.max(limit, Math.ceil(searchEf * effort)) }
         searches.push(search)
         kinds.push('dense')
       }

@@ -28,16 +28,17 @@ export const FUSION_WEIGHT_FLOOR = 1 / 6
 export const fusionDepth = (k: number): number => Math.floor((k + 1) / FUSION_WEIGHT_FLOOR - k)
 
 /**
- * The hits a KB's search asks the store for (VectorQuery.limit, denseLimit). Hybrid fusion needs deeper lists
+ * The hits of each list a KB's search asks the store for (VectorQuery.limit). Hybrid fusion needs deeper lists
  * than top_k: a chunk ranked 12th by both lists can beat one ranked 1st by one. A KB searched among several
- * (effort < 1) gets a short dense candidate list, so the number of dense ranks asked sets its cost: only those
- * fusion weighs enough are asked (fusionDepth), and at least top_k (what alpha 1 returns).
+ * (effort < 1) gets a short dense candidate list, so the number of ranks asked, not the effort, sets its graph
+ * cost: only the ranks fusion weighs enough are asked (fusionDepth), and at least top_k (what one list alone
+ * returns, alpha 0 or 1).
  */
-export function storeLimits(mode: 'hybrid' | 'similarity', topK: number, fusionK: number, effort?: number): { limit: number; denseLimit?: number } {
-  if (mode !== 'hybrid') return { limit: topK }
+export function storeLimit(mode: 'hybrid' | 'similarity', topK: number, fusionK: number, effort?: number): number {
+  if (mode !== 'hybrid') return topK
   const limit = Math.max(topK * 4, 40)
-  if (effort === undefined || effort >= 1) return { limit }
-  return { limit, denseLimit: Math.max(topK, Math.min(limit, fusionDepth(fusionK))) }
+  if (effort === undefined || effort >= 1) return limit
+  return Math.max(topK, Math.min(limit, fusionDepth(fusionK)))
 }
 
 /**

@@ -8,7 +8,7 @@ import { AppError, ValidationError } from '../../kernel/errors.ts'
 import type { Caller } from '../../kernel/plugin.ts'
 import type { Logger } from '../../kernel/log.ts'
 import { planFilter } from './filter.ts'
-import { fuseInKb, inKbFusionK, poolByRank, poolByScore, storeLimits, type Pooled, type Ranked } from './fusion.ts'
+import { fuseInKb, inKbFusionK, poolByRank, poolByScore, storeLimit, type Pooled, type Ranked } from './fusion.ts'
 import { autoMerge, sqlParentLoader, type MergeItem } from './merge.ts'
 import { rerank } from './rerank.ts'
 import { telemetry } from '../../kernel/telemetry.ts'
@@ -170,11 +170,11 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
   }
 
   async function searchKb(kbId: string, opts: ResolvedOptions, dense: Float32Array | undefined, sparse: ReturnType<typeof encodeQuery> | undefined, merge: { enabled: boolean; threshold: number }, effort: number | undefined, filter: VectorFilter | undefined) {
-    const { limit, denseLimit } = storeLimits(opts.mode, opts.top_k, inKbFusionK(r.hybrid), effort)
+    const limit = storeLimit(opts.mode, opts.top_k, inKbFusionK(r.hybrid), effort)
     let hits
     try {
       // Hybrid fusion reads the dense list's ranks only (fuseInKb): its scores need not be exact.
-      hits = await vectors.search(kbId, { dense, sparse, limit, effort, filter, rankOnly: opts.mode === 'hybrid', denseLimit })
+      hits = await vectors.search(kbId, { dense, sparse, limit, effort, filter, rankOnly: opts.mode === 'hybrid' })
     } catch (err) {
       // A KB deleted while being searched contributes nothing; a store that is down is still an error.
       if (err instanceof AppError && err.status === 404) return { ranked: [] as MergeItem[], candidates: 0 }

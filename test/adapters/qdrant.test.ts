@@ -282,17 +282,6 @@ describe('qdrant driver: protocol against a recording server', () => {
     assert.deepEqual(params, [{ hnsw_ef: 25 }, { hnsw_ef: 40 }, undefined])
   })
 
-  it('asks fewer dense than sparse hits when the query says so (denseLimit), with hnsw_ef never below the dense limit', async () => {
-    await known('docs')
-    fake.on('POST /collections/docs/points/query/batch', ok('query-batch'))
-    const q = Float32Array.from(axis(1))
-    await store.search('docs', { dense: q, sparse: sparse([[17, 1]]), limit: 40, denseLimit: 21, effort: 0.1 })
-    await store.search('docs', { dense: q, limit: 40, denseLimit: 30, effort: 0.5 })
-    const searches = fake.requests.map((r) => (r.body as { searches: { using: string; limit: number; params?: unknown }[] }).searches)
-    assert.deepEqual(searches[0].map((x) => [x.using, x.limit, x.params]), [['dense', 21, { hnsw_ef: 21 }], ['sparse', 40, undefined]])
-    assert.deepEqual(searches[1].map((x) => [x.using, x.limit, x.params]), [['dense', 30, { hnsw_ef: 50 }]])
-  })
-
   it('sends a filter as a Qdrant Filter with each query of the batch: match.any, match.prefix, a datetime range', async () => {
     await known('docs')
     fake.on('POST /collections/docs/points/query/batch', ok('query-batch'))

@@ -463,27 +463,6 @@ describe('embedded vector store: behaviour', () => {
     assert.ok(recall.low < recall.full - 0.05, `a candidate list of 10 instead of 256 misses some (${recall.low} vs ${recall.full})`)
   })
 
-  it('answers fewer dense than sparse hits when asked (denseLimit): the head of the full dense list', async (t) => {
-    const dir = await tempDir(t)
-    const kb = 'kb-dense-limit'
-    const store = await open(dir, { exactBudget: 0 })
-    t.after(() => store.close())
-    const points = randomPoints(kb, 600, 95)
-    await store.upsert(kb, points)
-    await store.whenIndexed(kb)
-    const r = rng(96)
-    for (let q = 0; q < 5; q++) {
-      const dense = Float32Array.from({ length: DIMS }, () => r() * 2 - 1)
-      const sparse = points[q * 7].sparse
-      const full = await store.search(kb, { dense, sparse, limit: 40 })
-      const short = await store.search(kb, { dense, sparse, limit: 40, denseLimit: 7 })
-      assert.equal(full.dense.length, 40)
-      assert.deepEqual(short.dense.map((h) => h.id), full.dense.slice(0, 7).map((h) => h.id))
-      assert.deepEqual(short.sparse.map((h) => h.id), full.sparse.map((h) => h.id), 'the sparse list keeps the whole limit')
-      assert.ok(short.sparse.length > 7, `the sparse list is longer than the dense one (${short.sparse.length})`)
-    }
-  })
-
   it('ranks graph rows by the graph\'s own bf16 distances when only the order is wanted; rows not yet in the graph are scored exactly', async (t) => {
     const dir = await tempDir(t)
     const kb = 'kb-rank-only'

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import type { ChunkPayload, VectorHit } from '../../adapters/ports.ts'
-import { FUSION_WEIGHT_FLOOR, fusionDepth, fuseInKb, poolByRank, poolByScore, storeLimits, type Ranked } from '../../plugins/search/fusion.ts'
+import { FUSION_WEIGHT_FLOOR, fusionDepth, fuseInKb, poolByRank, poolByScore, storeLimit, type Ranked } from '../../plugins/search/fusion.ts'
 
 function hits(ids: string[], reads: string[]): VectorHit[] {
   return ids.map((id, i) => ({
@@ -92,7 +92,7 @@ describe('fuseInKb', () => {
   })
 })
 
-describe('storeLimits', () => {
+describe('storeLimit', () => {
   it('fusionDepth: the deepest rank whose weight is at least the floor share of rank 1\'s', () => {
     for (const k of [1, 3, 10, 60]) {
       const depth = fusionDepth(k)
@@ -104,12 +104,12 @@ describe('storeLimits', () => {
     assert.ok(fusionDepth(60) > 40, 'the specification\'s k keeps every rank a search asks for')
   })
 
-  it('hybrid asks 4 x top_k (at least 40) a list; a KB among several, fewer dense ranks; similarity top_k', () => {
-    assert.deepEqual(storeLimits('similarity', 7, 3, 0.1), { limit: 7 })
-    assert.deepEqual(storeLimits('hybrid', 5, 3), { limit: 40 })
-    assert.deepEqual(storeLimits('hybrid', 5, 3, 1), { limit: 40 }, 'the whole effort: one KB')
-    assert.deepEqual(storeLimits('hybrid', 5, 3, 0.1), { limit: 40, denseLimit: 21 })
-    assert.deepEqual(storeLimits('hybrid', 5, 60, 0.1), { limit: 40, denseLimit: 40 }, 'k 60 weighs every rank asked')
-    assert.deepEqual(storeLimits('hybrid', 30, 3, 0.5), { limit: 120, denseLimit: 30 }, 'never fewer than top_k')
+  it('hybrid asks 4 x top_k (at least 40) a list, a KB among several only the ranks fusion weighs; similarity top_k', () => {
+    assert.equal(storeLimit('similarity', 7, 3, 0.1), 7)
+    assert.equal(storeLimit('hybrid', 5, 3), 40)
+    assert.equal(storeLimit('hybrid', 5, 3, 1), 40, 'the whole effort: one KB')
+    assert.equal(storeLimit('hybrid', 5, 3, 0.1), 21)
+    assert.equal(storeLimit('hybrid', 5, 60, 0.1), 40, 'k 60 weighs every rank asked')
+    assert.equal(storeLimit('hybrid', 30, 3, 0.5), 30, 'never fewer than top_k')
   })
 })

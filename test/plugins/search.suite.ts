@@ -72,10 +72,10 @@ export function searchSuite(label: string, opts: StartOptions): void {
     const vectors = svc.app.adapters.vectors
     const sizes = { [big]: await vectors.count(big), [small]: await vectors.count(small) }
     assert.ok(sizes[big] > sizes[small] && sizes[small] > 0)
-    const seen: { kb: string; effort: number | undefined; dense: boolean; rankOnly: boolean | undefined; limit: number; denseLimit: number | undefined }[] = []
+    const seen: { kb: string; effort: number | undefined; dense: boolean; rankOnly: boolean | undefined; limit: number }[] = []
     const original = vectors.search
     vectors.search = (kb, q) => {
-      seen.push({ kb, effort: q.effort, dense: q.dense !== undefined, rankOnly: q.rankOnly, limit: q.limit, denseLimit: q.denseLimit })
+      seen.push({ kb, effort: q.effort, dense: q.dense !== undefined, rankOnly: q.rankOnly, limit: q.limit })
       return original.call(vectors, kb, q)
     }
     t.after(() => void (vectors.search = original))
@@ -86,13 +86,13 @@ export function searchSuite(label: string, opts: StartOptions): void {
       assert.ok(many.body.results.length > 0)
       // Hybrid fusion reads the dense ranks only; similarity shows the dense scores, which must be exact.
       assert.deepEqual(seen.map((x) => x.rankOnly), seen.map(() => mode === 'hybrid'))
-      // Hybrid: 40 hits a list, and a KB with an effort share only the dense ranks its fusion weighs: with the
+      // Hybrid: a KB with an effort share asks only the ranks its fusion weighs (one KB alone asks 40): with the
       // built-in embedder's in-KB k of 3, ranks whose 4/(3 + rank) is at least 1/6, the first 21.
       assert.equal(svc.app.settings.retrieval.hybrid.kb_rrf_k, 3)
-      const asked = seen.filter((x) => x.effort !== undefined).map((x) => [x.limit, x.denseLimit])
       const topK = svc.app.settings.retrieval.top_k
       assert.ok(topK <= 10)
-      assert.deepEqual(asked, asked.map(() => (mode === 'hybrid' ? [40, 21] : [topK, undefined])))
+      const asked = seen.filter((x) => x.effort !== undefined).map((x) => x.limit)
+      assert.deepEqual(asked, asked.map(() => (mode === 'hybrid' ? 21 : topK)))
       const byKb = Object.fromEntries(seen.map((x) => [x.kb, x.effort]))
       const total = sizes[big] + sizes[small]
       assert.ok(Math.abs(byKb[big]! - sizes[big] / total) < 1e-12, `${mode}: ${byKb[big]}`)
@@ -101,7 +101,7 @@ export function searchSuite(label: string, opts: StartOptions): void {
       // One KB searched alone: the whole effort.
       seen.length = 0
       assert.equal((await search(svc, { query: 'river', kb_ids: [small], options: { mode } })).status, 200)
-      assert.deepEqual(seen.map((x) => [x.effort, x.denseLimit]), [[undefined, undefined]])
+      assert.deepEqual(seen.map((x) => [x.effort, x.limit]), [[undefined, mode === 'hybrid' ? 40 : svc.app.settings.retrieval.top_k]])
     }
     // Sparse only (alpha 0): no dense list, so no sizes are asked for.
     seen.length = 0
