@@ -2,7 +2,7 @@
 // in-process Quarry, every judged query is searched in four modes, and nDCG@10, recall@100 and MRR@10 are
 // computed per document (a document's best chunk rank counts).
 import { randomBytes } from 'node:crypto'
-import { readBeir, type BeirDataset } from './beir.ts'
+import { readBeir } from './beir.ts'
 import {
   createKb, deleteKb, docCounts, embeddingModel, failedDocs, kbSettings, putOverrides, search, startInProcess, uploadAll, waitSettled,
   type DocCounts, type InProcessService, type QuarryClient,

@@ -92,7 +92,7 @@ export function searchSuite(label: string, opts: StartOptions): void {
       const topK = svc.app.settings.retrieval.top_k
       assert.ok(topK <= 10)
       const asked = seen.filter((x) => x.effort !== undefined).map((x) => x.limit)
-      assert.deepEqual(asked, asked.map(() => (mode === 'hybrid' ? 21 : topK)))
+      assert.deepEqual(asked, [mode === 'hybrid' ? 21 : topK, mode === 'hybrid' ? 21 : topK], 'the two KBs holding chunks')
       const byKb = Object.fromEntries(seen.map((x) => [x.kb, x.effort]))
       const total = sizes[big] + sizes[small]
       assert.ok(Math.abs(byKb[big]! - sizes[big] / total) < 1e-12, `${mode}: ${byKb[big]}`)
