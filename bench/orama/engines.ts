@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { VectorPoint } from '../../adapters/ports.ts'
 import { createEmbeddedVectorStore, type EmbeddedVectorStore, type EmbeddedVectorStoreOptions } from '../../adapters/vectors/embedded.ts'
+import { defaultQuantization } from '../../adapters/vectors/dense-index.ts'
 import { encodeQuery, STOP_WORDS } from '../../compute/text/sparse.ts'
 import { fuseInKb, inKbFusionK } from '../../plugins/search/fusion.ts'
 import { resolveSettings } from '../../kernel/config/load.ts'
@@ -50,7 +51,7 @@ export function createQuarryEngine(opts: QuarryEngineOptions = {}): Engine {
   const toNumbers = (hits: readonly { id: string }[]) => hits.map((h) => numberOf.get(h.id)!)
   return {
     name: opts.name ?? 'quarry',
-    config: { store: `embedded (usearch HNSW bf16 M16 ef${opts.store?.expansionSearch ?? 256}, exact f32 rescoring; inverted sparse index)`, hybrid: `fuseInKb alpha ${alpha}, rrf_k ${rrfK}, per-list depth max(4k, 40)` },
+    config: { store: `embedded (usearch HNSW ${opts.store?.quantization ?? defaultQuantization()} M16 ef${opts.store?.expansionSearch ?? 256}, exact f32 rescoring; inverted sparse index)`, hybrid: `fuseInKb alpha ${alpha}, rrf_k ${rrfK}, per-list depth max(4k, 40)` },
     async build(chunks) {
       dir = mkdtempSync(join(tmpdir(), 'quarry-peer-'))
       store = await createEmbeddedVectorStore({ dir, dimensions: DIMS, snapshotIdleMs: 0, snapshotOnClose: false, ...opts.store })

@@ -3,7 +3,7 @@
 // over several KBs gives each its share of the chunks searched).
 //
 //   npx tsx bench/search/effort-study.ts [--chunks=100000] [--queries=300] [--ef=40,56,80,128,256] [--one-ef=80,128,256]
-//                                        [--quantization=bf16] [--connectivity=16] [--expansion-add=64]
+//                                        [--quantization=f16|bf16 (default: this CPU's)] [--connectivity=16] [--expansion-add=64]
 //
 // Texts are 400-800 characters of the generated corpus (12 chunks per document, documents dealt round-robin to
 // 10 KBs), vectors from the built-in embedder at 1024 dimensions, graphs built as the embedded store builds
@@ -13,6 +13,7 @@
 import usearch from 'usearch'
 import { embedTexts } from '../../adapters/embedders/builtin.ts'
 import { createRng, text, vocabulary } from '../lib/corpus.ts'
+import { defaultQuantization } from '../../adapters/vectors/dense-index.ts'
 
 const arg = (name: string, fallback: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback
 const numbers = (s: string) => s.split(',').map(Number)
@@ -20,7 +21,7 @@ const N = Number(arg('chunks', '100000'))
 const Q = Number(arg('queries', '300'))
 const SPLIT_EF = numbers(arg('ef', '40,56,80,128,256'))
 const ONE_EF = numbers(arg('one-ef', '80,128,256'))
-const QUANT = arg('quantization', 'bf16')
+const QUANT = arg('quantization', defaultQuantization())
 const M = Number(arg('connectivity', '16'))
 const EF_ADD = Number(arg('expansion-add', '64'))
 const D = 1024

@@ -10,7 +10,7 @@ import { createInterface } from 'node:readline'
 import { after, describe, it, type TestContext } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { createEmbeddedVectorStore, type EmbeddedVectorStore, type EmbeddedVectorStoreOptions } from '../../adapters/vectors/embedded.ts'
-import { SEGMENT_ROWS } from '../../adapters/vectors/dense-index.ts'
+import { defaultQuantization, quantizationFor, SEGMENT_ROWS } from '../../adapters/vectors/dense-index.ts'
 import { packPostings } from '../../adapters/vectors/snapshot.ts'
 import type { VectorFilter, VectorPoint } from '../../adapters/ports.ts'
 import { axis, cosine, DIMS, point, sparse, sparseScores, vectorStoreContract } from './vectors.contract.ts'
@@ -225,10 +225,10 @@ describe('embedded vector store: persistence', () => {
     assert.equal((await store.search(kb, { dense: probe.dense, limit: 1 })).dense[0].payload.chunk_id, probe.payload.chunk_id)
   })
 
-  it('rebuilds a graph saved with other parameters (an f16 graph opened with the bf16 default), then loads the new one', async (t) => {
+  it('rebuilds a graph saved with other parameters (an f32 graph opened with the default type), then loads the new one', async (t) => {
     const dir = await tempDir(t)
     const kb = 'kb-requantize'
-    let store = await open(dir, { exactBudget: 0, quantization: 'f16' })
+    let store = await open(dir, { exactBudget: 0, quantization: 'f32' })
     const points = randomPoints(kb, 300, 44)
     await store.upsert(kb, points)
     await store.whenIndexed(kb)
@@ -237,7 +237,7 @@ describe('embedded vector store: persistence', () => {
     store = await open(dir, { exactBudget: 0, indexSliceMs: 1 })
     const reopened = await store.stats(kb)
     assert.equal(reopened?.points, 300)
-    assert.ok((reopened?.inGraph ?? 0) < 300, `the f16 graph is not used by a bf16 store (${reopened?.inGraph} rows in its graph)`)
+    assert.ok((reopened?.inGraph ?? 0) < 300, `the f32 graph is not used by a store of the default type, ${defaultQuantization()} (${reopened?.inGraph} rows in its graph)`)
     await assertMatchesReference(store, kb, points, 45)
     await store.whenIndexed(kb)
     assert.equal((await store.stats(kb))?.inGraph, 300)
@@ -245,7 +245,7 @@ describe('embedded vector store: persistence', () => {
     // Saved with the new parameters: the next open loads it whole.
     store = await open(dir, { exactBudget: 0, indexSliceMs: 1 })
     t.after(() => store.close())
-    assert.equal((await store.stats(kb))?.inGraph, 300, 'the rebuilt bf16 graph is loaded')
+    assert.equal((await store.stats(kb))?.inGraph, 300, 'the rebuilt graph is loaded')
     const probe = points[123]
     assert.equal((await store.search(kb, { dense: probe.dense, limit: 1 })).dense[0].payload.chunk_id, probe.payload.chunk_id)
   })
@@ -334,6 +334,36 @@ describe('embedded vector store: persistence', () => {
     store = await open(dir)
     t.after(() => store.close())
     await assertMatchesReference(store, kb, points, 52)
+  })
+})
+
+describe('embedded vector store: graph type for the CPU', () => {
+  // Lines as /proc/cpuinfo prints them (shortened), from the machines the choice was measured on.
+  const intel = 'processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor\nflags\t\t: fpu sse sse2 avx avx2 f16c avx512f avx512dq avx512bw avx512vl avx512_vnni avx512_vbmi2 avx512_bitalg\n'
+  const amd = 'processor\t: 0\nmodel name\t: AMD EPYC 9R14\nflags\t\t: fpu sse avx avx2 f16c avx512f avx512bw avx512_bf16 avx512_vnni\nbugs\t\t: sysret_ss_attrs\n'
+  const arm = 'processor\t: 0\nBogoMIPS\t: 2100.00\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid bf16 i8mm\n'
+  const armOld = 'processor\t: 0\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 cpuid\n'
+
+  it('uses bf16 where the CPU has bf16 dot products and f16 elsewhere', () => {
+    assert.equal(quantizationFor(amd), 'bf16')
+    assert.equal(quantizationFor(arm), 'bf16')
+    assert.equal(quantizationFor(intel), 'f16', 'AVX-512 without BF16 emulates bf16')
+    assert.equal(quantizationFor(armOld), 'f16')
+    assert.equal(quantizationFor(''), 'f16', 'no cpuinfo (not Linux)')
+    // A flag elsewhere than on the flags line (a model name, say) does not count.
+    assert.equal(quantizationFor('model name\t: bf16 avx512_bf16\nflags\t\t: sse avx2\n'), 'f16')
+  })
+
+  it('opens a store with the type this machine is given', async (t) => {
+    const dir = await tempDir(t)
+    const store = await open(dir, { exactBudget: 0 })
+    t.after(() => store.close())
+    await store.upsert('kb-type', randomPoints('kb-type', 50, 3))
+    await store.whenIndexed('kb-type')
+    await store.close()
+    const manifest = JSON.parse(await fs.readFile(join(dir, 'kb-type', 'manifest.json'), 'utf8'))
+    assert.equal(manifest.graph.quantization, defaultQuantization())
+    assert.ok(['f16', 'bf16'].includes(manifest.graph.quantization))
   })
 })
 
@@ -467,8 +497,8 @@ describe('embedded vector store: behaviour', () => {
     const dir = await tempDir(t)
     const kb = 'kb-rank-only'
     const dims = 48
-    // bf16 graph (the default); after the first batch the graph trails the writes, so later rows wait a while.
-    const store = await open(dir, { exactBudget: 0, dimensions: dims, indexSliceMs: 1, busyShare: 0.001 })
+    // A bf16 graph; after the first batch the graph trails the writes, so later rows wait a while.
+    const store = await open(dir, { exactBudget: 0, dimensions: dims, indexSliceMs: 1, busyShare: 0.001, quantization: 'bf16' })
     t.after(() => store.close())
     const points = randomPoints(kb, 3000, 91, dims)
     await store.upsert(kb, points)
