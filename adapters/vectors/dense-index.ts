@@ -114,6 +114,13 @@ export class DenseIndex {
   norms: Float32Array
   private live: Uint8Array
   private inGraph: Uint8Array
+  /**
+   * 1 for each row held by the graph file of the last snapshot (loaded, or written by saveGraph and committed),
+   * with the vector it has now: a snapshot that keeps that file instead of writing the graph names these rows
+   * as in its graph. savingGraph: the same for a file being written, until commitSavedGraph or dropSavedGraph.
+   */
+  private inSavedGraph: Uint8Array
+  private savingGraph: Uint8Array | null = null
   private waiting: Uint8Array
   /** Rows waiting for the graph, oldest first; entries whose row left the waiting state are skipped. */
   private queue: Int32Array
@@ -146,6 +153,7 @@ export class DenseIndex {
     this.norms = new Float32Array(this.capacity)
     this.live = new Uint8Array(this.capacity)
     this.inGraph = new Uint8Array(this.capacity)
+    this.inSavedGraph = new Uint8Array(this.capacity)
     this.waiting = new Uint8Array(this.capacity)
     this.queue = new Int32Array(this.capacity)
     this.hnsw = this.newGraph()
@@ -179,6 +187,16 @@ export class DenseIndex {
     return row < this.capacity && this.inGraph[row] === 1
   }
 
+  isInSavedGraph(row: number): boolean {
+    return row < this.capacity && this.inSavedGraph[row] === 1
+  }
+
+  /** Bytes of the graph as saveGraph would write it, estimated: the scalars and the base layer's links. */
+  get graphBytes(): number {
+    const scalar = { f32: 4, f16: 2, bf16: 2, i8: 1 }[this.opts.quantization]
+    return this.graphCount * (this.dims * scalar + 2 * this.opts.connectivity * 4)
+  }
+
   /** Copies the vector into the arena and queues the row for the graph. */
   set(row: number, vector: Float32Array): void {
     if (this.isLive(row)) throw new Error(`dense row ${row} is already live`)
@@ -202,6 +220,7 @@ export class DenseIndex {
     if (row >= this.rowsEnd) this.rowsEnd = row + 1
     if (inGraph) {
       this.inGraph[row] = 1
+      this.inSavedGraph[row] = 1
       this.graphCount++
     } else {
       this.enqueue(row)
@@ -212,6 +231,8 @@ export class DenseIndex {
     if (!this.isLive(row)) return
     this.live[row] = 0
     this.liveCount--
+    this.inSavedGraph[row] = 0
+    if (this.savingGraph !== null && row < this.savingGraph.length) this.savingGraph[row] = 0
     if (this.inGraph[row] === 1) {
       this.hnsw.remove(BigInt(row))
       this.inGraph[row] = 0
@@ -467,7 +488,20 @@ export class DenseIndex {
   saveGraph(path: string): boolean {
     if (this.graphCount === 0) return false
     this.hnsw.save(path)
+    this.savingGraph = this.inGraph.slice()
     return true
+  }
+
+  /** The snapshot is on disk with the file saveGraph wrote as its graph (none when saveGraph wrote none). */
+  commitSavedGraph(): void {
+    this.inSavedGraph.fill(0)
+    if (this.savingGraph !== null) this.inSavedGraph.set(this.savingGraph)
+    this.savingGraph = null
+  }
+
+  /** The snapshot failed: the file saveGraph wrote is not the snapshot's graph. */
+  dropSavedGraph(): void {
+    this.savingGraph = null
   }
 
   /** Loads a graph saved by saveGraph; false (graph left empty) when it does not hold exactly `expected` rows. */
@@ -481,6 +515,22 @@ export class DenseIndex {
     if (g.size() !== expected) return false
     this.hnsw = g
     return true
+  }
+
+  /**
+   * After loadGraph and the rows' adopt calls: removes from the loaded graph the rows it holds that were not
+   * adopted as in it. A snapshot may name a graph file written by an earlier one (see Collection.startSnapshot);
+   * rows deleted since are still in that file, and a deleted row's number may hold another point by now.
+   */
+  dropStaleGraphRows(): number {
+    const stale: bigint[] = []
+    const candidates: bigint[] = []
+    for (let row = 0; row < this.rowsEnd; row++) if (this.inGraph[row] !== 1) candidates.push(BigInt(row))
+    if (candidates.length === 0 || this.hnsw.size() === this.graphCount) return 0
+    const held = this.hnsw.contains(BigUint64Array.from(candidates)) as boolean[]
+    for (let i = 0; i < candidates.length; i++) if (held[i]) stale.push(candidates[i])
+    if (stale.length > 0) this.hnsw.remove(BigUint64Array.from(stale))
+    return stale.length
   }
 
   /** Rewrites the waiting queue without stale entries; required before a dead row is handed out again. */
@@ -539,6 +589,7 @@ export class DenseIndex {
     this.norms = norms
     this.live = grow8(this.live)
     this.inGraph = grow8(this.inGraph)
+    this.inSavedGraph = grow8(this.inSavedGraph)
     this.waiting = grow8(this.waiting)
     this.capacity = cap
   }

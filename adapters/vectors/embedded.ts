@@ -59,6 +59,12 @@ export interface EmbeddedVectorStoreOptions {
   snapshotMinBytes?: number
   /** Quiet time after which a non-empty log is folded into a snapshot, in ms; 0 turns it off. Default 30 s. */
   snapshotIdleMs?: number
+  /**
+   * Largest graph a snapshot writes while the graph trails the writes (CollectionOptions.snapshotGraphMaxBytes);
+   * a larger one keeps the last graph file until the graph has caught up. Default 16 MiB: about 7,700 rows of
+   * 1,024 dimensions in f16, some 13-28 ms to write at the rate measured for 70k rows (125-264 ms).
+   */
+  snapshotGraphMaxBytes?: number
   /** Fold the log into a snapshot on close, so the next start reads no log. Default true. */
   snapshotOnClose?: boolean
   /** Open every collection at start (true) or on first use (false). Default true: the first search stays fast. */
@@ -128,6 +134,7 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
     busyShare: unitShare(options.busyShare, 0.25),
     snapshotMinBytes: positiveInt('snapshotMinBytes', options.snapshotMinBytes, 64 << 20, 0),
     snapshotIdleMs: positiveInt('snapshotIdleMs', options.snapshotIdleMs, 30_000, 0),
+    snapshotGraphMaxBytes: positiveInt('snapshotGraphMaxBytes', options.snapshotGraphMaxBytes, 16 << 20, 0),
     log: options.log,
   }
   const snapshotOnClose = options.snapshotOnClose ?? true

@@ -283,6 +283,70 @@ describe('embedded vector store: persistence', () => {
     await assertMatchesReference(store, kb, live, 73)
   })
 
+  it('keeps the last graph file in a snapshot taken while a large graph trails the writes, and reopens to the same answers', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-keep-graph'
+    const manifest = async () => JSON.parse(await fs.readFile(join(dir, kb, 'manifest.json'), 'utf8')) as { snapshot: { seq: number; graph: string | null; graphRows: number } }
+    // Graph building gets a thousandth of the time while writes arrive, so it trails them; every graph counts as
+    // too large to write then; a snapshot is due once the log is half the last snapshot's size.
+    let store = await open(dir, { exactBudget: 0, snapshotOnClose: false, snapshotMinBytes: 0, snapshotGraphMaxBytes: 1, indexSliceMs: 1, busyShare: 0.001 })
+    const first = randomPoints(kb, 400, 81, DIMS, 10, 'a')
+    await store.upsert(kb, first)
+    await store.whenIndexed(kb)
+    await store.snapshot(kb) // asked for: writes the graph, whole
+    const saved = (await manifest()).snapshot
+    assert.ok(saved.graph !== null && saved.graphRows === 400, `the first snapshot wrote the graph (${JSON.stringify(saved)})`)
+    // A few points join the graph after that file was written: a kept file lacks them.
+    const late = randomPoints(kb, 40, 84, DIMS, 10, 'c')
+    await store.upsert(kb, late)
+    await store.whenIndexed(kb)
+    assert.equal((await manifest()).snapshot.seq, saved.seq, 'no snapshot was due for these few')
+    // Rows held by that graph file are deleted (15 of 40 documents: enough for their rows to be handed out
+    // again), then new points take some of those rows while the graph trails.
+    let live = [...first, ...late]
+    for (let d = 0; d < 15; d++) {
+      await store.deleteByDoc(kb, `a${d}`)
+      live = live.filter((p) => p.payload.doc_id !== `a${d}`)
+    }
+    const second = randomPoints(kb, 400, 82, DIMS, 10, 'b')
+    await store.upsert(kb, second)
+    live = [...live, ...second]
+    let stats = await store.stats(kb)
+    for (let i = 0; i < 200 && (stats?.snapshotSeq ?? 0) <= saved.seq; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10))
+      stats = await store.stats(kb)
+    }
+    const kept = (await manifest()).snapshot
+    assert.ok(kept.seq > saved.seq, `a snapshot was due after the second batch (seq ${kept.seq})`)
+    assert.equal(kept.graph, saved.graph, 'that snapshot kept the graph file of the first one')
+    assert.equal(kept.graphRows, 400)
+    assert.ok((stats?.rows ?? 840) < 840, `new points took rows of deleted ones (${stats?.rows} rows for 840 points written)`)
+    await store.close() // no snapshot on close: the next start reads the kept graph file
+    store = await open(dir, { exactBudget: 0, indexSliceMs: 1 })
+    t.after(() => store.close())
+    const reopened = await store.stats(kb)
+    assert.equal(reopened?.points, live.length)
+    assert.ok((reopened?.inGraph ?? 0) >= 250, `the kept file's 250 live rows are in the graph at once (${reopened?.inGraph})`)
+    await assertMatchesReference(store, kb, live, 83)
+    await store.whenIndexed(kb)
+    assert.equal((await store.stats(kb))?.graphFailure, null)
+    assert.equal((await store.stats(kb))?.inGraph, live.length)
+    // Each point finds itself first, by exact score and by the graph's own order: no row answers with the
+    // vector of the point that held its number before.
+    for (const p of live) {
+      for (const rankOnly of [false, true]) {
+        const hit = (await store.search(kb, { dense: p.dense, limit: 1, rankOnly })).dense[0]
+        assert.equal(hit?.payload.chunk_id, p.payload.chunk_id, `${p.payload.chunk_id} finds itself (rankOnly ${rankOnly})`)
+      }
+    }
+    // The next snapshot asked for writes the whole graph again, and the kept file goes.
+    await store.snapshot(kb)
+    const rewritten = (await manifest()).snapshot
+    assert.notEqual(rewritten.graph, saved.graph)
+    assert.equal(rewritten.graphRows, live.length)
+    await assert.rejects(fs.access(join(dir, kb, saved.graph!)))
+  })
+
   it('snapshots an empty collection and drops collections a lazy store has not opened', async (t) => {
     const dir = await tempDir(t)
     let store = await open(dir)
