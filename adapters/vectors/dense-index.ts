@@ -6,8 +6,8 @@
 //
 // Every returned score is the exact f32 cosine recomputed from the arena, so the graph may quantize
 // (f16 or bf16 by default, see defaultQuantization: half the memory) without changing scores; only candidate
-// recall depends on it. The one
-// exception is a rankOnly search (hybrid fusion reads ranks only): its graph rows carry the graph's distances.
+// recall depends on it. The one exception is a rankOnly search (hybrid fusion reads ranks only): its graph rows
+// carry the graph's distances.
 //
 // The arena is a list of segments of SEGMENT_ROWS rows: the first grows by 1.5x steps up to that size (a
 // small KB holds a small array), later ones are allocated whole and never move. A single array grown by
