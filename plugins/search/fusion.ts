@@ -104,17 +104,42 @@ const round6 = (x: number) => Math.round(x * 1e6) / 1e6
  * Hybrid across KBs: each KB's list (already cut to top_k) fused again by rank: the final score is the sum
  * over KBs of 1 / (rrf_k + rank in that KB), rounded to 6 decimals. Equal scores keep the in-KB score order,
  * then the order of kb_ids in the request. `counts.pooled` receives the length of the pooled list before the cut.
+ *
+ * The final score depends on the rank alone, so the pooled list is the lists' rank-1 entries, then their rank-2
+ * entries, and so on, each group in score and KB order: only the groups the top_k reach are read and sorted (ten
+ * KBs cut to 10: the ten rank-1 entries, instead of sorting all 100). Ranks whose rounded scores are equal
+ * (deep ranks with a large rrf_k) form one group.
  */
 export function poolByRank(lists: readonly ListEntry[][], rrfK: number, topK: number, counts?: { pooled: number }): Pooled[] {
-  // Sorted as small entries of one shape; only the topK kept are copied into results (ten KBs pool 100, keep 10).
-  const out: { r: ListEntry; final: number; score: number; kbOrder: number }[] = []
-  for (let kbOrder = 0; kbOrder < lists.length; kbOrder++) {
-    const list = lists[kbOrder]
-    for (let i = 0; i < list.length; i++) out.push({ r: list[i], final: round6(1 / (rrfK + i + 1)), score: list[i].score, kbOrder })
+  let longest = 0
+  let total = 0
+  for (const list of lists) {
+    total += list.length
+    if (list.length > longest) longest = list.length
   }
-  if (counts) counts.pooled = out.length
-  out.sort((a, b) => b.final - a.final || b.score - a.score || a.kbOrder - b.kbOrder)
-  return out.slice(0, topK).map((e) => pooled(e.r, e.final))
+  if (counts) counts.pooled = total
+  const out: Pooled[] = []
+  const group: { r: ListEntry; score: number; kbOrder: number }[] = []
+  let groupFinal = NaN
+  const flush = () => {
+    group.sort((a, b) => b.score - a.score || a.kbOrder - b.kbOrder)
+    for (let g = 0; g < group.length && out.length < topK; g++) out.push(pooled(group[g].r, groupFinal))
+    group.length = 0
+  }
+  for (let i = 0; i < longest; i++) {
+    const final = round6(1 / (rrfK + i + 1))
+    if (final !== groupFinal) {
+      flush()
+      if (out.length >= topK) break
+      groupFinal = final
+    }
+    for (let kbOrder = 0; kbOrder < lists.length; kbOrder++) {
+      const list = lists[kbOrder]
+      if (i < list.length) group.push({ r: list[i], score: list[i].score, kbOrder })
+    }
+  }
+  flush()
+  return out
 }
 
 /**

@@ -81,10 +81,18 @@ describe('fuseInKb', () => {
         .map((r) => ({ ...r, score: Math.round(r.score * 20) / 20 })))
       // Every third list went through auto-merge: its entries say whether each is a merged parent.
       if (t % 3 === 0) lists[0] = lists[0].map((r, i) => ({ ...r, merged: i % 2 === 0 }))
-      const byRank = lists.flatMap((list, kbOrder) => list.map((r, i) => ({ r, final: round6(1 / (61 + i)), kbOrder })))
-        .sort((a, b) => b.final - a.final || b.r.score - a.r.score || a.kbOrder - b.kbOrder)
       const asPooled = ({ r, final }: { r: Ranked & { merged?: boolean }; final: number }) => ({ hit: r.hit, score: r.score, final, merged: r.merged === true })
-      assert.deepEqual(poolByRank(lists, 60, 10), byRank.slice(0, 10).map(asPooled))
+      // The whole pooled list sorted, cut: the oracle for pooling by rank at several rrf_k and top_k (an rrf_k of
+      // 2,000 rounds neighbouring ranks to one final score, so they pool as one group).
+      for (const rrfK of [60, 2000]) {
+        const byRank = lists.flatMap((list, kbOrder) => list.map((r, i) => ({ r, final: round6(1 / (rrfK + 1 + i)), kbOrder })))
+          .sort((a, b) => b.final - a.final || b.r.score - a.r.score || a.kbOrder - b.kbOrder)
+        for (const topK of [0, 1, 3, 10, 200]) {
+          const counts = { pooled: -1 }
+          assert.deepEqual(poolByRank(lists, rrfK, topK, counts), byRank.slice(0, topK).map(asPooled), `rrf_k ${rrfK}, top_k ${topK}`)
+          assert.equal(counts.pooled, byRank.length)
+        }
+      }
       const byScore = lists.flat().filter((r) => r.score >= 0.1).map((r) => ({ r, final: round6(r.score) }))
         .sort((a, b) => b.final - a.final || a.r.hit.id.localeCompare(b.r.hit.id))
       assert.deepEqual(poolByScore(lists, 0.1, 10), byScore.slice(0, 10).map(asPooled))
