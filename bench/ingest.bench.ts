@@ -78,7 +78,10 @@ function threadShares(before: Map<number, number>, after: Map<number, number>, d
   return { main, others: others.filter((x) => x > 0).sort((a, b) => b - a) }
 }
 
-/** Uploads `docs` with the client process into KB `kb`; resolves with the seconds from the first upload until every one is done. */
+/**
+ * Uploads `docs` with the client process into KB `kb`: writes the files, creates the KB and starts the client,
+ * then returns the timed part, which resolves with the seconds from the first upload until every one is done.
+ */
 async function ingestRun(app: App, base: string, kb: string, docs: GeneratedDoc[], concurrency: number, dir: string, bar?: ReturnType<typeof progress>) {
   const files = join(dir, `files-${kb}`)
   mkdirSync(files)
@@ -96,47 +99,49 @@ async function ingestRun(app: App, base: string, kb: string, docs: GeneratedDoc[
     client.stdout!.once('data', () => resolve())
     void clientDone.then((c) => reject(new Error(`the upload client exited (code ${c}) before it was ready`)))
   })
-  const started = performance.now()
-  const cpu0 = process.cpuUsage()
-  const threads0 = threadCpuMs()
-  // How long the main thread was held at a time: what a search arriving during the ingest waits on top of its own work.
-  const delay = monitorEventLoopDelay({ resolution: 1 })
-  delay.enable()
-  client.stdin!.end('go\n')
-  let finished = 0
-  let counts: Record<string, number> = {}
-  // RSS sampled every turn: the process's high-water mark (maxRSS) also holds its start, when PGlite's initdb of a
-  // new data folder peaks, which is not what a growing batch costs.
-  let rssMax = process.memoryUsage.rss()
-  while (finished < docs.length) {
-    await new Promise((r) => setTimeout(r, 100))
-    rssMax = Math.max(rssMax, process.memoryUsage.rss())
-    if (clientCode !== null && clientCode !== 0) throw new Error(`the upload client failed (exit ${clientCode})`)
-    // The pipeline's own counters each turn (no query); the database confirms once they say done, so the
-    // benchmark does not load the metadata store it measures.
+  return async () => {
+    const started = performance.now()
+    const cpu0 = process.cpuUsage()
+    const threads0 = threadCpuMs()
+    // How long the main thread was held at a time: what a search arriving during the ingest waits on top of its own work.
+    const delay = monitorEventLoopDelay({ resolution: 1 })
+    delay.enable()
+    client.stdin!.end('go\n')
+    let finished = 0
+    let counts: Record<string, number> = {}
+    // RSS sampled every turn: the process's high-water mark (maxRSS) also holds its start, when PGlite's initdb of a
+    // new data folder peaks, which is not what a growing batch costs.
+    let rssMax = process.memoryUsage.rss()
+    while (finished < docs.length) {
+      await new Promise((r) => setTimeout(r, 100))
+      rssMax = Math.max(rssMax, process.memoryUsage.rss())
+      if (clientCode !== null && clientCode !== 0) throw new Error(`the upload client failed (exit ${clientCode})`)
+      // The pipeline's own counters each turn (no query); the database confirms once they say done, so the
+      // benchmark does not load the metadata store it measures.
+      const m = docsPlugin.metrics
+      const done = m.indexed + m.failed + m.skipped - (before.indexed + before.failed + before.skipped)
+      bar?.set(Math.min(docs.length, done))
+      if (done < docs.length) continue
+      counts = (await docsPlugin.service.repo.counts(kb)).get(kb) ?? {}
+      finished = (counts.indexed ?? 0) + (counts.failed ?? 0) + (counts.outdated ?? 0)
+    }
+    const seconds = (performance.now() - started) / 1000
+    delay.disable()
+    const eventLoopDelayMs = { p99: delay.percentile(99) / 1e6, max: delay.max / 1e6 }
+    // Every thread of this process (HTTP, pipeline, pool workers, metadata thread, GC): a figure the load of other
+    // processes on the machine changes much less than the wall time.
+    const cpu = process.cpuUsage(cpu0)
+    const cpuMs = (cpu.user + cpu.system) / 1000
+    const threads = threadShares(threads0, threadCpuMs(), docs.length)
+    await clientDone
     const m = docsPlugin.metrics
-    const done = m.indexed + m.failed + m.skipped - (before.indexed + before.failed + before.skipped)
-    bar?.set(Math.min(docs.length, done))
-    if (done < docs.length) continue
-    counts = (await docsPlugin.service.repo.counts(kb)).get(kb) ?? {}
-    finished = (counts.indexed ?? 0) + (counts.failed ?? 0) + (counts.outdated ?? 0)
+    const metrics: PipelineMetrics = {
+      documents: m.documents - before.documents, indexed: m.indexed - before.indexed, failed: m.failed - before.failed,
+      skipped: m.skipped - before.skipped, bytes: m.bytes - before.bytes, chunks: m.chunks - before.chunks,
+      stageMs: Object.fromEntries(STAGES.map((s) => [s, m.stageMs[s] - before.stageMs[s]])) as PipelineMetrics['stageMs'],
+    }
+    return { seconds, cpuMs, threads, counts, metrics, rssMaxMb: rssMax / 2 ** 20, eventLoopDelayMs }
   }
-  const seconds = (performance.now() - started) / 1000
-  delay.disable()
-  const eventLoopDelayMs = { p99: delay.percentile(99) / 1e6, max: delay.max / 1e6 }
-  // Every thread of this process (HTTP, pipeline, pool workers, metadata thread, GC): a figure the load of other
-  // processes on the machine changes much less than the wall time.
-  const cpu = process.cpuUsage(cpu0)
-  const cpuMs = (cpu.user + cpu.system) / 1000
-  const threads = threadShares(threads0, threadCpuMs(), docs.length)
-  await clientDone
-  const m = docsPlugin.metrics
-  const metrics: PipelineMetrics = {
-    documents: m.documents - before.documents, indexed: m.indexed - before.indexed, failed: m.failed - before.failed,
-    skipped: m.skipped - before.skipped, bytes: m.bytes - before.bytes, chunks: m.chunks - before.chunks,
-    stageMs: Object.fromEntries(STAGES.map((s) => [s, m.stageMs[s] - before.stageMs[s]])) as PipelineMetrics['stageMs'],
-  }
-  return { seconds, cpuMs, threads, counts, metrics, rssMaxMb: rssMax / 2 ** 20, eventLoopDelayMs }
 }
 
 /**
@@ -153,11 +158,12 @@ export async function service(docs: GeneratedDoc[], concurrency: number, warm: G
     const store = app.adapters.vectors as { whenIndexed?(kb: string): Promise<void> }
     if (warm.length > 0) {
       // Other file names than the measured ones: the warm-up must not make them re-uploads.
-      await ingestRun(app, base, 'warm', warm.map((d) => ({ ...d, name: `warm-${d.name}` })), concurrency, dir)
+      await (await ingestRun(app, base, 'warm', warm.map((d) => ({ ...d, name: `warm-${d.name}` })), concurrency, dir))()
       await store.whenIndexed?.('warm')
     }
     const bar = progress('ingest', docs.length, { unit: 'docs' })
-    const measured = () => ingestRun(app, base, 'bench', docs, concurrency, dir, bar)
+    // The files written and the client started before the timed part (and its profile) begins.
+    const measured = await ingestRun(app, base, 'bench', docs, concurrency, dir, bar)
     let run: Awaited<ReturnType<typeof measured>>
     if (profileFile === undefined) run = await measured()
     else {

@@ -264,7 +264,8 @@ export async function run(opts: SearchBenchOptions) {
     const count = await app.adapters.vectors.count(data.kbs.one)
     if (count !== chunks) throw new Error(`KB one holds ${count} points, expected ${chunks}`)
     // Data kept from an earlier run whose graphs were built with other parameters (another scalar type, or on
-    // another CPU with another default) is searchable at once but rebuilds its graphs in the background: measured only once rebuilt.
+    // another CPU with another default) is searchable at once but rebuilds its graphs in the background:
+    // measured only once rebuilt.
     const store = app.adapters.vectors as { whenIndexed?(kb: string): Promise<void> }
     for (const kb of [data.kbs.one, ...data.kbs.split]) await store.whenIndexed?.(kb)
     // The baseline searches the split KBs with the dense effort the service gives them (plugins/search/service.ts).

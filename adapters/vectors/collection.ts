@@ -403,8 +403,8 @@ export class Collection {
     const keep = !asked && !graphComplete && previous !== null && previous.graph !== null && previous.graph === this.savedGraphFile &&
       this.dense.graphBytes > this.opts.snapshotGraphMaxBytes
     const graph = keep
-      ? { file: previous!.graph!, rows: previous!.graphRows }
-      : this.dense.saveGraph(graphTmp) ? { file: graphTmp, rows: this.dense.graphCount } : null
+      ? { file: previous!.graph!, rows: previous!.graphRows, kept: true }
+      : this.dense.saveGraph(graphTmp) ? { file: graphTmp, rows: this.dense.graphCount, kept: false } : null
     const capture = this.capture(keep)
     const task = this.finishSnapshot(seq, capture, graph, coveredBytes, graphComplete && !keep)
     this.snapshotTask = task
@@ -455,13 +455,14 @@ export class Collection {
   }
 
   /**
-   * graph: the temp file just written (renamed to hnsw-<seq>.usearch here), or the earlier snapshot's file kept
-   * as it is, with the rows it holds; null when the graph is empty. graphWhole: the graph written holds every row.
+   * graph: the temp file just written (renamed to hnsw-<seq>.usearch here), or (kept) the earlier snapshot's
+   * file as it is, with the rows it holds; null when the graph is empty. graphWhole: the graph written holds
+   * every row.
    */
-  private async finishSnapshot(seq: number, capture: SnapshotCapture, graph: { file: string; rows: number } | null, coveredBytes: number, graphWhole: boolean): Promise<void> {
+  private async finishSnapshot(seq: number, capture: SnapshotCapture, graph: { file: string; rows: number; kept: boolean } | null, coveredBytes: number, graphWhole: boolean): Promise<void> {
     const pointsName = `points-${seq}.bin`
-    const graphTmp = graph !== null && graph.file.endsWith('.tmp') ? graph.file : null
-    const graphName = graphTmp !== null ? `hnsw-${seq}.usearch` : (graph?.file ?? null)
+    const graphTmp = graph !== null && !graph.kept ? graph.file : null
+    const graphName = graph === null ? null : graph.kept ? graph.file : `hnsw-${seq}.usearch`
     const graphRows = graph?.rows ?? 0
     try {
       const size = await writeSnapshot(join(this.dir, `${pointsName}.tmp`), capture)
@@ -470,13 +471,12 @@ export class Collection {
         await fsyncFile(graphTmp)
         await fs.rename(graphTmp, join(this.dir, graphName))
       }
-      const written = graph === null || graphTmp !== null
       await fsyncDir(this.dir)
       const previous = this.manifest.snapshot
       const manifest: Manifest = { ...this.manifest, snapshot: { seq, points: pointsName, graph: graphName, graphRows } }
       await writeFileAtomic(this.dir, join(this.dir, MANIFEST), JSON.stringify(manifest))
       this.manifest = manifest
-      if (written) {
+      if (graph === null || !graph.kept) {
         this.dense.commitSavedGraph()
         this.savedGraphFile = graphName
       }

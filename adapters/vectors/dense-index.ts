@@ -523,10 +523,12 @@ export class DenseIndex {
    * rows deleted since are still in that file, and a deleted row's number may hold another point by now.
    */
   dropStaleGraphRows(): number {
+    // The graph holds exactly the rows adopted as in it: nothing to look for (every file a snapshot wrote).
+    if (this.hnsw.size() === this.graphCount) return 0
     const stale: bigint[] = []
     const candidates: bigint[] = []
     for (let row = 0; row < this.rowsEnd; row++) if (this.inGraph[row] !== 1) candidates.push(BigInt(row))
-    if (candidates.length === 0 || this.hnsw.size() === this.graphCount) return 0
+    if (candidates.length === 0) return 0
     const held = this.hnsw.contains(BigUint64Array.from(candidates)) as boolean[]
     for (let i = 0; i < candidates.length; i++) if (held[i]) stale.push(candidates[i])
     if (stale.length > 0) this.hnsw.remove(BigUint64Array.from(stale))
