@@ -406,7 +406,8 @@ export class Collection {
       ? { file: previous!.graph!, rows: previous!.graphRows, kept: true }
       : this.dense.saveGraph(graphTmp) ? { file: graphTmp, rows: this.dense.graphCount, kept: false } : null
     const capture = this.capture(keep)
-    const task = this.finishSnapshot(seq, capture, graph, coveredBytes, graphComplete && !keep)
+    // keep implies the graph trails: a graph written whole is one written while it was complete.
+    const task = this.finishSnapshot(seq, capture, graph, coveredBytes, graphComplete)
     this.snapshotTask = task
       .catch((err: unknown) => this.opts.log?.warn({ err, kb_id: this.kbId }, 'vector snapshot failed; the log keeps every write'))
       .finally(() => {

@@ -119,10 +119,10 @@ export function poolByRank(lists: readonly ListEntry[][], rrfK: number, topK: nu
   }
   if (counts) counts.pooled = total
   const out: Pooled[] = []
-  const group: { r: ListEntry; score: number; kbOrder: number }[] = []
+  const group: { r: ListEntry; kbOrder: number }[] = []
   let groupFinal = NaN
   const flush = () => {
-    group.sort((a, b) => b.score - a.score || a.kbOrder - b.kbOrder)
+    group.sort((a, b) => b.r.score - a.r.score || a.kbOrder - b.kbOrder)
     for (let g = 0; g < group.length && out.length < topK; g++) out.push(pooled(group[g].r, groupFinal))
     group.length = 0
   }
@@ -135,7 +135,7 @@ export function poolByRank(lists: readonly ListEntry[][], rrfK: number, topK: nu
     }
     for (let kbOrder = 0; kbOrder < lists.length; kbOrder++) {
       const list = lists[kbOrder]
-      if (i < list.length) group.push({ r: list[i], score: list[i].score, kbOrder })
+      if (i < list.length) group.push({ r: list[i], kbOrder })
     }
   }
   flush()
