@@ -4,11 +4,14 @@
 // run: the same steps (parse, chunk, sparse, embed, index) called directly, one document at a time, on the main
 // thread, with no HTTP, storage or dedup: what a straightforward script would do.
 //
-// Every service run is a process of its own (`--service-only`): its peak RSS is then its own high-water mark,
-// not the baseline's or an earlier run's. The growth series (full mode: 1,000 and 5,000 documents; any sizes
-// with `--sizes=1000,5000` or the `sizes` option) reports documents/s and peak RSS at each size.
-// `--service-only --documents=N [--profile=<file>]` runs the service part alone and prints its JSON; with
-// --profile it also writes a .cpuprofile of the main thread over the measured run.
+// Every service run is a process of its own: its peak RSS is then its own high-water mark, not the baseline's
+// or an earlier run's. That process holds the service and the bench's timing loop only: the documents are
+// generated and written to files by the parent, and the baseline's modules (parsers, embedder, vector store on
+// the main thread) are imported by the parent alone; in the child they took 66 MB of RSS that no service holds.
+// The growth series (full mode: 1,000 and 5,000 documents; any sizes with `--sizes=1000,5000` or the `sizes`
+// option) reports documents/s and peak RSS at each size.
+// `--service-only --documents=N [--profile=<file>]` runs the service part alone (in a child, as above) and prints
+// its JSON; with --profile it also writes a .cpuprofile of the service's main thread over the measured run.
 import { spawn } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -19,13 +22,8 @@ import { createApp, type App } from '../kernel/app.ts'
 import { resolveSettings } from '../kernel/config/load.ts'
 import { createLogger } from '../kernel/log.ts'
 import { defaultPlugins } from '../kernel/plugins.ts'
-import { parseDocument } from '../compute/parse/index.ts'
-import { chunkDocument } from '../compute/chunk/index.ts'
-import { encodeDocument } from '../compute/text/sparse.ts'
-import { embedTexts } from '../adapters/embedders/builtin.ts'
-import { createEmbeddedVectorStore } from '../adapters/vectors/embedded.ts'
 import { STAGES, type PipelineMetrics } from '../plugins/docs/pipeline.ts'
-import { generateDocuments, type GeneratedDoc } from './lib/corpus.ts'
+import type { GeneratedDoc } from './lib/corpus.ts'
 import { machine, round } from './lib/machine.ts'
 import { progress } from './lib/progress.ts'
 import { profileWhile } from './search/profile.ts'
@@ -79,13 +77,12 @@ function threadShares(before: Map<number, number>, after: Map<number, number>, d
 }
 
 /**
- * Uploads `docs` with the client process into KB `kb`: writes the files, creates the KB and starts the client,
- * then returns the timed part, which resolves with the seconds from the first upload until every one is done.
+ * Uploads every file of `files` (a folder the parent wrote) into KB `kb` with the client process: creates the KB
+ * and starts the client, then returns the timed part, which resolves with the seconds from the first upload until
+ * every one is done.
  */
-async function ingestRun(app: App, base: string, kb: string, docs: GeneratedDoc[], concurrency: number, dir: string, bar?: ReturnType<typeof progress>) {
-  const files = join(dir, `files-${kb}`)
-  mkdirSync(files)
-  for (const d of docs) writeFileSync(join(files, d.name), d.bytes)
+async function ingestRun(app: App, base: string, kb: string, files: string, concurrency: number, bar?: ReturnType<typeof progress>) {
+  const count = readdirSync(files).length
   await fetch(`${base}/api/kb`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ kb_id: kb }) })
   const docsPlugin = app.use<{ metrics: PipelineMetrics; service: { repo: { counts(kb: string): Promise<Map<string, Record<string, number>>> } } }>('docs')
   // A copy, stage times included: the pipeline adds to its counters in place.
@@ -112,7 +109,7 @@ async function ingestRun(app: App, base: string, kb: string, docs: GeneratedDoc[
     // RSS sampled every turn: the process's high-water mark (maxRSS) also holds its start, when PGlite's initdb of a
     // new data folder peaks, which is not what a growing batch costs.
     let rssMax = process.memoryUsage.rss()
-    while (finished < docs.length) {
+    while (finished < count) {
       await new Promise((r) => setTimeout(r, 100))
       rssMax = Math.max(rssMax, process.memoryUsage.rss())
       if (clientCode !== null && clientCode !== 0) throw new Error(`the upload client failed (exit ${clientCode})`)
@@ -120,8 +117,8 @@ async function ingestRun(app: App, base: string, kb: string, docs: GeneratedDoc[
       // benchmark does not load the metadata store it measures.
       const m = docsPlugin.metrics
       const done = m.indexed + m.failed + m.skipped - (before.indexed + before.failed + before.skipped)
-      bar?.set(Math.min(docs.length, done))
-      if (done < docs.length) continue
+      bar?.set(Math.min(count, done))
+      if (done < count) continue
       counts = (await docsPlugin.service.repo.counts(kb)).get(kb) ?? {}
       finished = (counts.indexed ?? 0) + (counts.failed ?? 0) + (counts.outdated ?? 0)
     }
@@ -132,7 +129,7 @@ async function ingestRun(app: App, base: string, kb: string, docs: GeneratedDoc[
     // processes on the machine changes much less than the wall time.
     const cpu = process.cpuUsage(cpu0)
     const cpuMs = (cpu.user + cpu.system) / 1000
-    const threads = threadShares(threads0, threadCpuMs(), docs.length)
+    const threads = threadShares(threads0, threadCpuMs(), count)
     await clientDone
     const m = docsPlugin.metrics
     const metrics: PipelineMetrics = {
@@ -145,10 +142,10 @@ async function ingestRun(app: App, base: string, kb: string, docs: GeneratedDoc[
 }
 
 /**
- * The service, warmed first with `warm` documents in a KB of their own (its pool workers' JIT, the lazy parser
- * imports; their graph finished), then timed on `docs` from the first upload until every one is done.
+ * The service, warmed first with the files of `warm` in a KB of their own (its pool workers' JIT, the lazy parser
+ * imports; their graph finished), then timed on the files of `files` from the first upload until every one is done.
  */
-export async function service(docs: GeneratedDoc[], concurrency: number, warm: GeneratedDoc[] = [], profileFile?: string) {
+async function service(files: string, warm: string | undefined, concurrency: number, profileFile?: string) {
   const dir = mkdtempSync(join(tmpdir(), 'quarry-ingest-'))
   const { settings } = resolveSettings({ data_dir: join(dir, 'data'), logging: { level: 'ERROR' }, embedding: { vector_size: DIMS } })
   const app = await createApp({ settings, plugins: defaultPlugins(), log: createLogger('ERROR') })
@@ -156,18 +153,18 @@ export async function service(docs: GeneratedDoc[], concurrency: number, warm: G
     const port = await app.listen(0, '127.0.0.1')
     const base = `http://127.0.0.1:${port}`
     const store = app.adapters.vectors as { whenIndexed?(kb: string): Promise<void> }
-    if (warm.length > 0) {
-      // Other file names than the measured ones: the warm-up must not make them re-uploads.
-      await (await ingestRun(app, base, 'warm', warm.map((d) => ({ ...d, name: `warm-${d.name}` })), concurrency, dir))()
+    if (warm !== undefined) {
+      await (await ingestRun(app, base, 'warm', warm, concurrency))()
       await store.whenIndexed?.('warm')
     }
-    const bar = progress('ingest', docs.length, { unit: 'docs' })
-    // The files written and the client started before the timed part (and its profile) begins.
-    const measured = await ingestRun(app, base, 'bench', docs, concurrency, dir, bar)
+    const count = readdirSync(files).length
+    const bar = progress('ingest', count, { unit: 'docs' })
+    // The client started before the timed part (and its profile) begins.
+    const measured = await ingestRun(app, base, 'bench', files, concurrency, bar)
     let run: Awaited<ReturnType<typeof measured>>
     if (profileFile === undefined) run = await measured()
     else {
-      // The main thread, sampled over the measured run only (not the documents' generation or the warm-up).
+      // The main thread, sampled over the measured run only (not the warm-up).
       const { value, profile } = await profileWhile(measured)
       writeFileSync(profileFile, JSON.stringify(profile))
       run = value
@@ -190,21 +187,39 @@ export async function service(docs: GeneratedDoc[], concurrency: number, warm: G
 type ServiceResult = Awaited<ReturnType<typeof service>>
 
 /**
- * service() over `count` generated documents (the first 20 warm it up) in a process of its own; peak RSS is
- * that process's. The documents are generated there too: the same seed gives the same documents.
+ * service() over `docs` (the first 20, under other names, warm it up) in a process of its own; peak RSS is that
+ * process's. The files are written here, so that the child holds the service and nothing of the generator.
  */
-async function serviceInChild(count: number, concurrency: number): Promise<ServiceResult> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/ingest.bench.ts', '--service-only', `--documents=${count}`, `--concurrency=${concurrency}`],
+async function serviceInChild(docs: GeneratedDoc[], concurrency: number, profileFile?: string): Promise<ServiceResult> {
+  const dir = mkdtempSync(join(tmpdir(), 'quarry-ingest-files-'))
+  try {
+    const files = join(dir, 'bench')
+    const warm = join(dir, 'warm')
+    mkdirSync(files)
+    mkdirSync(warm)
+    for (const d of docs) writeFileSync(join(files, d.name), d.bytes)
+    // Other file names than the measured ones: the warm-up must not make them re-uploads.
+    for (const d of docs.slice(0, 20)) writeFileSync(join(warm, `warm-${d.name}`), d.bytes)
+    const args = ['--import', 'tsx', 'bench/ingest.bench.ts', '--service-child', `--files=${files}`, `--warm=${warm}`, `--concurrency=${concurrency}`]
+    if (profileFile !== undefined) args.push(`--profile=${profileFile}`)
     // Started as npm start starts the service: with its malloc arena setting (kernel/allocator.ts).
-    { stdio: ['ignore', 'pipe', 'inherit'], env: serviceEnv(process.env) })
-  let out = ''
-  child.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d))
-  const code = await new Promise<number>((resolve) => child.once('exit', (c) => resolve(c ?? 1)))
-  if (code !== 0) throw new Error(`the ingest service run (${count} documents) exited with code ${code}`)
-  return JSON.parse(out) as ServiceResult
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: serviceEnv(process.env) })
+    let out = ''
+    child.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d))
+    const code = await new Promise<number>((resolve) => child.once('exit', (c) => resolve(c ?? 1)))
+    if (code !== 0) throw new Error(`the ingest service run (${docs.length} documents) exited with code ${code}`)
+    return JSON.parse(out) as ServiceResult
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
 }
 
 export async function baseline(docs: GeneratedDoc[]) {
+  // Imported here, not at the top: the service's child process loads this file too and must not hold them.
+  const [{ parseDocument }, { chunkDocument }, { encodeDocument }, { embedTexts }, { createEmbeddedVectorStore }] = await Promise.all([
+    import('../compute/parse/index.ts'), import('../compute/chunk/index.ts'), import('../compute/text/sparse.ts'),
+    import('../adapters/embedders/builtin.ts'), import('../adapters/vectors/embedded.ts'),
+  ])
   const dir = mkdtempSync(join(tmpdir(), 'quarry-ingest-base-'))
   const store = await createEmbeddedVectorStore({ dir, dimensions: DIMS })
   await store.ensureCollection('bench', DIMS)
@@ -235,6 +250,7 @@ export async function run(opts: IngestBenchOptions = { quick: true }) {
   const concurrency = opts.concurrency ?? 8
   const sizes = opts.sizes ?? (opts.quick ? [] : [1000, 5000])
   process.stderr.write(`generating ${count} documents...\n`)
+  const { generateDocuments } = await import('./lib/corpus.ts')
   const docs = await generateDocuments(count)
   const bytes = docs.reduce((n, d) => n + d.bytes.length, 0)
   // Warm-up: a few documents through both paths (JIT, pool threads, lazy parser imports).
@@ -243,14 +259,14 @@ export async function run(opts: IngestBenchOptions = { quick: true }) {
   // Baseline on a subset (it is sequential): long enough for a stable rate; run before and after ours.
   const subset = docs.slice(0, Math.min(count, opts.quick ? 200 : 400))
   const base1 = await baseline(subset)
-  const ours = await serviceInChild(count, concurrency)
+  const ours = await serviceInChild(docs, concurrency)
   const base2 = await baseline(subset)
   const baseRate = subset.length / ((base1.seconds + base2.seconds) / 2)
   const rate = count / ours.seconds
   const stageTotal = STAGES.reduce((n, s) => n + ours.metrics.stageMs[s], 0)
   const growth: Record<string, { documents_per_s: number; peak_rss_mb: number; high_water_rss_mb: number; graph_catch_up_s: number; event_loop_delay_max_ms: number }> = {}
   for (const n of sizes) {
-    const r = n === count ? ours : await serviceInChild(n, concurrency)
+    const r = n === count ? ours : await serviceInChild(await generateDocuments(n), concurrency)
     growth[String(n)] = { documents_per_s: round(n / r.seconds, 1), peak_rss_mb: round(r.peakRssMb, 0), high_water_rss_mb: round(r.highWaterRssMb, 0), graph_catch_up_s: round(r.graphCatchUp, 2), event_loop_delay_max_ms: round(r.eventLoopDelayMs.max, 1) }
   }
   return {
@@ -293,11 +309,13 @@ export async function run(opts: IngestBenchOptions = { quick: true }) {
 if (import.meta.url === `file://${process.argv[1]}`) {
   const flag = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1]
   const n = flag('documents')
-  if (process.argv.includes('--service-only')) {
+  if (process.argv.includes('--service-child')) {
     // One service run for serviceInChild: JSON on stdout, progress on stderr.
-    const count = Number(n ?? 1000)
-    const docs = await generateDocuments(count)
-    const result = await service(docs, Number(flag('concurrency') ?? 8), docs.slice(0, Math.min(20, count)), flag('profile'))
+    const result = await service(flag('files')!, flag('warm'), Number(flag('concurrency') ?? 8), flag('profile'))
+    process.stdout.write(JSON.stringify(result))
+  } else if (process.argv.includes('--service-only')) {
+    const { generateDocuments } = await import('./lib/corpus.ts')
+    const result = await serviceInChild(await generateDocuments(Number(n ?? 1000)), Number(flag('concurrency') ?? 8), flag('profile'))
     process.stdout.write(JSON.stringify(result))
   } else {
     const sizes = flag('sizes')?.split(',').map(Number)

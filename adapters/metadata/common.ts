@@ -1,17 +1,7 @@
 // What both metadata drivers share: value parsing (so both return the same JS types), error mapping.
 import { serviceUnavailable } from '../../kernel/errors.ts'
 
-/** PostgreSQL text output of timestamptz ('2026-01-02 03:04:05.678+00') to ISO 8601. */
-export function parseTimestamp(text: string): string {
-  const iso = text.replace(' ', 'T').replace(/([+-]\d\d)$/, '$1:00')
-  const d = new Date(iso)
-  return Number.isNaN(d.getTime()) ? text : d.toISOString()
-}
-
-/** int8 as a JS number: counts and byte sizes stay far below 2^53. */
-export const parseInt8 = (text: string): number => Number(text)
-
-export const OID = { INT8: 20, TIMESTAMP: 1114, TIMESTAMPTZ: 1184 } as const
+export { OID, parseInt8, parseTimestamp } from './codecs.mjs'
 
 /** SQLSTATE of a driver error, if any. */
 export const sqlState = (err: unknown): string | undefined => (err as { code?: unknown })?.code as string | undefined

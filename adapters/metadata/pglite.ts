@@ -1,16 +1,32 @@
 // Embedded metadata store: PGlite (PostgreSQL compiled to WebAssembly) in a folder of data_dir, hosted in a
-// thread of its own (pglite-thread.ts). One connection: PGlite serialises queries itself, and a transaction
+// thread of its own (pglite-thread.mjs). One connection: PGlite serialises queries itself, and a transaction
 // holds it exclusively until its end message.
 import { existsSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { Worker } from 'node:worker_threads'
 import { serviceUnavailable } from '../../kernel/errors.ts'
 import type { Sql, SqlRunner } from '../ports.ts'
-import type { Reply, Request, SerializedError } from './pglite-thread.ts'
 
 export interface PgliteOptions {
   /** Folder of the database; undefined = in memory (tests). */
   dir?: string
+}
+
+/** A message to the metadata thread (pglite-thread.mjs). */
+type Request =
+  | { id: number; op: 'query'; text: string; params: unknown[]; tx?: number }
+  | { id: number; op: 'begin' }
+  | { id: number; op: 'end'; tx: number; commit: boolean }
+  | { id: number; op: 'close' }
+
+/** The thread's answer to the request of the same id. */
+type Reply = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: SerializedError }
+
+interface SerializedError {
+  message: string
+  name: string
+  /** SQLSTATE and the other fields of a PostgreSQL error (code, detail, constraint...). */
+  fields: Record<string, unknown>
 }
 
 type WithoutId<T> = T extends unknown ? Omit<T, 'id'> : never
@@ -20,7 +36,8 @@ const revive = (e: SerializedError): Error => Object.assign(new Error(e.message)
 
 /** A metadata thread whose database is open. */
 async function startThread(dir: string | undefined): Promise<Worker> {
-  const worker = new Worker(new URL('./pglite-worker.mjs', import.meta.url), { workerData: { dir }, execArgv: [] })
+  // Plain JavaScript with no TypeScript hooks (pglite-thread.mjs says why): no execArgv, so not even an inherited --import tsx.
+  const worker = new Worker(new URL('./pglite-thread.mjs', import.meta.url), { workerData: { dir }, execArgv: [] })
   await new Promise<void>((resolve, reject) => {
     const onError = (err: Error) => reject(err)
     worker.once('error', onError)

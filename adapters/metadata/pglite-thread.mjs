@@ -1,37 +1,29 @@
 // The metadata thread: PGlite (PostgreSQL compiled to WebAssembly) runs here, not on the main thread, so the
 // query work (about 40 % of the main thread during a bulk ingest) runs beside HTTP, the vector store and the
-// pipeline instead of between them. pglite.ts is the other end: one message per query, transactions by id.
+// pipeline instead of between them. pglite.ts is the other end: one message per query, transactions by id; it
+// declares the messages' types (Request, Reply, SerializedError).
+//
+// Plain JavaScript, started with no TypeScript hooks: registering tsx in this thread started a hooks thread of
+// its own and its transpiler, 50-60 MB of RSS for the process (an idle service: 378-390 MB with them, 328-335
+// without). So this file and codecs.mjs, all it imports of ours, need no transpiling.
 import { parentPort, workerData } from 'node:worker_threads'
-import { PGlite, parse, protocol, type Transaction } from '@electric-sql/pglite'
-import { OID, parseInt8, parseTimestamp } from './common.ts'
+import { PGlite, parse, protocol } from '@electric-sql/pglite'
+import { OID, parseInt8, parseTimestamp } from './codecs.mjs'
 
-export type Request =
-  | { id: number; op: 'query'; text: string; params: unknown[]; tx?: number }
-  | { id: number; op: 'begin' }
-  | { id: number; op: 'end'; tx: number; commit: boolean }
-  | { id: number; op: 'close' }
+const port = parentPort
+/** @type {{ dir?: string }} */
+const { dir } = workerData
 
-export type Reply = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: SerializedError }
-
-export interface SerializedError {
-  message: string
-  name: string
-  /** SQLSTATE and the other fields of a PostgreSQL error (code, detail, constraint...). */
-  fields: Record<string, unknown>
-}
-
-const port = parentPort!
-const { dir } = workerData as { dir?: string }
-
-function serialize(err: unknown): SerializedError {
+/** An error as a message can carry it: its message, name and plain fields (SQLSTATE and the rest). */
+function serialize(err) {
   const e = err instanceof Error ? err : new Error(String(err))
-  const fields: Record<string, unknown> = {}
+  const fields = {}
   for (const [k, v] of Object.entries(e)) if (v === null || ['string', 'number', 'boolean'].includes(typeof v)) fields[k] = v
   return { message: e.message, name: e.name, fields }
 }
 
-const reply = (id: number, value: unknown) => port.postMessage({ id, ok: true, value } satisfies Reply)
-const fail = (id: number, err: unknown) => port.postMessage({ id, ok: false, error: serialize(err) } satisfies Reply)
+const reply = (id, value) => port.postMessage({ id, ok: true, value })
+const fail = (id, err) => port.postMessage({ id, ok: false, error: serialize(err) })
 
 // shared_buffers: PostgreSQL's default of 128 MB is touched as the catalog and the tables are read, and it
 // stayed resident (a process running only this thread measured 394 MB of RSS with it, 271 MB with 16 MB). The
@@ -56,14 +48,15 @@ class Rollback extends Error {}
 // same update. The PostgreSQL driver (postgres.js) prepares its statements the same way, so both drivers plan
 // alike (PostgreSQL's plan_cache_mode). The least recently used statement is closed past MAX_PREPARED.
 const MAX_PREPARED = 256
-const prepared = new Map<string, { name: string; types: number[] }>()
+/** @type {Map<string, { name: string, types: number[] }>} */
+const prepared = new Map()
 let nextStatement = 1
 const { serialize: wire } = protocol
 
-const send = (parts: Uint8Array[]) => db.execProtocolStream(Buffer.concat(parts), { syncToFs: false })
+const send = (parts) => db.execProtocolStream(Buffer.concat(parts), { syncToFs: false })
 
 /** The named statement of `text`, parsed (and its parameter types read) on first use. */
-async function statement(text: string): Promise<{ name: string; types: number[] }> {
+async function statement(text) {
   const known = prepared.get(text)
   if (known) {
     prepared.delete(text) // re-inserted: the map's order is the order of use
@@ -75,7 +68,7 @@ async function statement(text: string): Promise<{ name: string; types: number[] 
   const entry = { name, types }
   prepared.set(text, entry)
   if (prepared.size > MAX_PREPARED) {
-    const [oldText, old] = prepared.entries().next().value!
+    const [oldText, old] = prepared.entries().next().value
     prepared.delete(oldText)
     await send([wire.close({ type: 'S', name: old.name }), wire.sync()])
   }
@@ -83,7 +76,7 @@ async function statement(text: string): Promise<{ name: string; types: number[] 
 }
 
 /** Runs `text` as a prepared statement; the caller holds PGlite's query lock. */
-async function execute(text: string, params: unknown[]): Promise<unknown[]> {
+async function execute(text, params) {
   const { name, types } = await statement(text)
   const values = params.map((v, i) => {
     if (v === null || v === undefined) return null
@@ -95,7 +88,7 @@ async function execute(text: string, params: unknown[]): Promise<unknown[]> {
 }
 
 /** A query outside a transaction waits for open transactions, as PGlite's query() does; one inside holds that lock already. */
-async function query(text: string, params: unknown[], inTransaction: boolean): Promise<unknown[]> {
+async function query(text, params, inTransaction) {
   const run = () => db._runExclusiveQuery(async () => {
     try {
       return await execute(text, params)
@@ -103,7 +96,7 @@ async function query(text: string, params: unknown[], inTransaction: boolean): P
       // A table altered since the statement was prepared ("cached plan must not change result type"): the
       // statement is closed (PostgreSQL accepts a Close in an aborted transaction too) and prepared again, at
       // once outside a transaction; inside one, which the error aborted, at its next use.
-      if ((err as { code?: string }).code !== '0A000') throw withQuery(err, text)
+      if (err?.code !== '0A000') throw withQuery(err, text)
       const stale = prepared.get(text)
       prepared.delete(text)
       if (stale) await send([wire.close({ type: 'S', name: stale.name }), wire.sync()])
@@ -120,20 +113,21 @@ async function query(text: string, params: unknown[], inTransaction: boolean): P
   return inTransaction ? run() : db._runExclusiveTransaction(run)
 }
 
-function withQuery(err: unknown, text: string): unknown {
-  if (err instanceof Error) (err as Error & { query?: string }).query = text
+function withQuery(err, text) {
+  if (err instanceof Error) err.query = text
   return err
 }
 
 /** Open transactions: each holds PGlite's transaction lock until its `end` message arrives. */
-const txs = new Map<number, { tx: Transaction; end: (commit: boolean, replyId: number) => void }>()
+/** @type {Map<number, { tx: import('@electric-sql/pglite').Transaction, end: (commit: boolean, replyId: number) => void }>} */
+const txs = new Map()
 let nextTx = 1
 
-function begin(id: number): void {
+function begin(id) {
   const txId = nextTx++
   let endReply = 0
   db.transaction(async (tx) => {
-    const commit = await new Promise<boolean>((resolve) => {
+    const commit = await new Promise((resolve) => {
       txs.set(txId, { tx, end: (c, replyId) => { endReply = replyId; resolve(c) } })
       reply(id, txId)
     })
@@ -150,7 +144,7 @@ function begin(id: number): void {
   )
 }
 
-async function handle(msg: Request): Promise<void> {
+async function handle(msg) {
   switch (msg.op) {
     case 'query': {
       if (msg.tx !== undefined && !txs.has(msg.tx)) throw new Error(`transaction ${msg.tx} is not open`)
@@ -177,6 +171,6 @@ try {
 } catch (err) {
   port.postMessage({ ready: false, error: serialize(err) })
 }
-port.on('message', (msg: Request) => {
+port.on('message', (msg) => {
   handle(msg).catch((err) => fail(msg.id, err))
 })
