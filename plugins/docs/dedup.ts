@@ -291,9 +291,11 @@ export class SignatureIndex {
       'SELECT doc_id, simhash, minhash, title, seq FROM dedup_signatures WHERE kb_id = $1 AND seq > $2', [kbId, Math.max(0, kb.seen - REREAD)])
     for (const r of rows) {
       const seq = Number(r.seq)
+      // The read position moves past every row read, this process's own commits (already added) included: the
+      // next refresh then reads only what committed since, not every signature of the KB again.
+      if (seq > kb.seen) kb.seen = seq
       if (kb.entries.seqOf(r.doc_id) === seq) continue
       kb.entries.set(r.doc_id, simhashFromHex(r.simhash), toLanes(r.minhash), r.title, seq)
-      if (seq > kb.seen) kb.seen = seq
     }
     return kb.entries
   }

@@ -55,6 +55,37 @@ describe('dedup signature index', () => {
     assert.equal(await index.screen(counting, 'kb', 'new0000000000004', sigB, cfg).then((v) => v.verdict), 'unique', 'the stale view does not know it yet')
   })
 
+  it('a refresh reads only the signatures committed since the last one, this process\'s own included', async (t) => {
+    const sql = await createPgliteSql()
+    t.after(() => sql.close())
+    await migrate(sql)
+    const read: number[] = []
+    const counting: SqlRunner = {
+      query: async (text, params) => {
+        const rows = await sql.query(text, params)
+        if (/FROM dedup_signatures/.test(text)) read.push(rows.length)
+        return rows
+      },
+    }
+    await sql.query("INSERT INTO knowledge_bases (kb_id) VALUES ('kb')")
+    const index = new SignatureIndex(0) // every screen refreshes
+    const docs = 60
+    for (let i = 0; i < docs; i++) {
+      const id = `doc${String(i).padStart(13, '0')}`
+      await sql.query(`INSERT INTO documents (doc_id, kb_id, source, status) VALUES ($1, 'kb', $2, 'running')`, [id, `${id}.txt`])
+      assert.equal((await index.screen(counting, 'kb', id, signature(100 + i), cfg)).verdict, 'unique')
+      const sig = signature(100 + i)
+      index.add('kb', id, sig, (await finishIndexed(sql, 'kb', id, sig, { chunk_count: 1, embedding_model: 'm', title: 't', doc_type: 'txt' }))!)
+    }
+    assert.equal(read.length, docs)
+    // Each read holds the one commit since the last plus the window read again for late commits (16 numbers),
+    // not every signature of the KB: that had made each refresh cost O(KB size), and a bulk ingest quadratic.
+    assert.ok(Math.max(...read) <= 17, `rows read per refresh: ${read.join(' ')}`)
+    assert.equal(read.at(-1), 17)
+    // Everything committed is still known: an identical copy of the first document is found.
+    assert.deepEqual(await index.screen(counting, 'kb', 'copy000000000001', signature(100), cfg), { verdict: 'identical', match: 'doc0000000000000', title: 'title 100' })
+  })
+
   it('stage 1: a SimHash match without shared word shingles is dropped; a weak one goes to stage 3', async () => {
     const entries = new KbSignatures()
     const a = signature(1)
