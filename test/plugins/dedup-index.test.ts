@@ -61,8 +61,8 @@ describe('dedup signature index', () => {
     await migrate(sql)
     const read: number[] = []
     const counting: SqlRunner = {
-      query: async (text, params) => {
-        const rows = await sql.query(text, params)
+      query: async <T,>(text: string, params?: readonly unknown[]) => {
+        const rows = await sql.query<T>(text, params)
         if (/FROM dedup_signatures/.test(text)) read.push(rows.length)
         return rows
       },
