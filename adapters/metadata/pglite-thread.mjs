@@ -3,9 +3,9 @@
 // pipeline instead of between them. pglite.ts is the other end: one message per query, transactions by id; it
 // declares the messages' types (Request, Reply, SerializedError).
 //
-// Plain JavaScript, started with no TypeScript hooks: registering tsx in this thread started a hooks thread of
-// its own and its transpiler, 50-60 MB of RSS for the process (an idle service: 378-390 MB with them, 328-335
-// without). So this file and codecs.mjs, all it imports of ours, need no transpiling.
+// Plain JavaScript, started with no TypeScript hooks: registering tsx in this thread cost the process 50-60 MB
+// of RSS (an idle service: 378-393 MB with it, 327-345 without). So this file and codecs.mjs, all it imports of
+// ours, need no transpiling.
 import { parentPort, workerData } from 'node:worker_threads'
 import { PGlite, parse, protocol } from '@electric-sql/pglite'
 import { OID, parseInt8, parseTimestamp } from './codecs.mjs'
@@ -118,17 +118,20 @@ function withQuery(err, text) {
   return err
 }
 
-/** Open transactions: each holds PGlite's transaction lock until its `end` message arrives. */
-/** @type {Map<number, { tx: import('@electric-sql/pglite').Transaction, end: (commit: boolean, replyId: number) => void }>} */
+/**
+ * Open transactions: each holds PGlite's transaction lock until its `end` message arrives; its queries run
+ * under that lock (query(..., true)).
+ * @type {Map<number, { end: (commit: boolean, replyId: number) => void }>}
+ */
 const txs = new Map()
 let nextTx = 1
 
 function begin(id) {
   const txId = nextTx++
   let endReply = 0
-  db.transaction(async (tx) => {
+  db.transaction(async () => {
     const commit = await new Promise((resolve) => {
-      txs.set(txId, { tx, end: (c, replyId) => { endReply = replyId; resolve(c) } })
+      txs.set(txId, { end: (c, replyId) => { endReply = replyId; resolve(c) } })
       reply(id, txId)
     })
     txs.delete(txId)
