@@ -542,21 +542,19 @@ export interface IndexedFields {
  */
 export async function finishIndexed(db: SqlRunner, kbId: string, docId: string, sig: Signatures, f: IndexedFields): Promise<number | null> {
   const rows = await db.query<{ seq: number }>(
-    `WITH old_bands AS (DELETE FROM dedup_bands WHERE doc_id = $1),
-          sig AS (
+    `WITH sig AS (
             INSERT INTO dedup_signatures (doc_id, kb_id, simhash, minhash, title, chunk_count) VALUES ($1, $2, $3, $4, $5, $6)
             ON CONFLICT (doc_id) DO UPDATE SET simhash = EXCLUDED.simhash, minhash = EXCLUDED.minhash, title = EXCLUDED.title,
               chunk_count = EXCLUDED.chunk_count, created_at = now(), seq = nextval(pg_get_serial_sequence('dedup_signatures', 'seq'))
-            RETURNING doc_id, seq),
-          bands AS (INSERT INTO dedup_bands (kb_id, band, doc_id) SELECT $2, b, sig.doc_id FROM sig, unnest($7::text[]) AS b ON CONFLICT DO NOTHING)
-     UPDATE documents SET status = 'indexed', updated_at = now(), process_finished_at = now(), heartbeat_at = NULL, chunk_count = $6, embedding_model = $8, title = $9,
-       doc_type = $10, last_error = NULL, duplicate_of = NULL
+            RETURNING doc_id, seq)
+     UPDATE documents SET status = 'indexed', updated_at = now(), process_finished_at = now(), heartbeat_at = NULL, chunk_count = $6, embedding_model = $7, title = $8,
+       doc_type = $9, last_error = NULL, duplicate_of = NULL
      WHERE doc_id = $1 AND status = 'running' RETURNING doc_id, (SELECT seq FROM sig) AS seq`,
-    [docId, kbId, sig.simhash, toBytes(sig.minhash), sig.title, f.chunk_count, sig.bands, f.embedding_model, f.title, f.doc_type],
+    [docId, kbId, sig.simhash, toBytes(sig.minhash), sig.title, f.chunk_count, f.embedding_model, f.title, f.doc_type],
   )
   return rows.length > 0 ? Number(rows[0].seq) : null
 }
 
 export async function dropSignatures(db: SqlRunner, docId: string): Promise<void> {
-  await db.query('WITH b AS (DELETE FROM dedup_bands WHERE doc_id = $1) DELETE FROM dedup_signatures WHERE doc_id = $1', [docId])
+  await db.query('DELETE FROM dedup_signatures WHERE doc_id = $1', [docId])
 }

@@ -5,7 +5,10 @@ import type { Sql } from '../../adapters/ports.ts'
 import { listMigrations, migrate } from '../../adapters/metadata/migrate.ts'
 import { isUniqueViolation } from '../../adapters/metadata/common.ts'
 
-export function metadataContract(name: string, open: () => Promise<Sql>): void {
+/** A database of its own, with no migration applied, and how to remove it. */
+export type FreshSql = () => Promise<{ sql: Sql; remove(): Promise<void> }>
+
+export function metadataContract(name: string, open: () => Promise<Sql>, fresh: FreshSql): void {
   const withSql = async (fn: (sql: Sql) => Promise<void>) => {
     const sql = await open()
     try {
@@ -24,11 +27,33 @@ export function metadataContract(name: string, open: () => Promise<Sql>): void {
     const rows = await sql.query<{ version: number }>('SELECT version FROM schema_migrations ORDER BY version')
     assert.deepEqual(rows.map((r) => r.version), all)
     assert.ok(first.length === all.length || first.length === 0)
-    for (const table of ['knowledge_bases', 'kb_settings_overrides', 'documents', 'parent_chunks', 'dedup_signatures', 'dedup_bands', 'connectors']) {
+    for (const table of ['knowledge_bases', 'kb_settings_overrides', 'documents', 'parent_chunks', 'dedup_signatures', 'connectors']) {
       const t = await sql.query('SELECT 1 FROM information_schema.tables WHERE table_name = $1', [table])
       assert.equal(t.length, 1, `table ${table}`)
     }
+    // Written with every signature by earlier versions and read by nothing (008 drops it).
+    assert.equal((await sql.query("SELECT 1 FROM information_schema.tables WHERE table_name = 'dedup_bands'")).length, 0)
   }))
+
+  it(`${name}: an upgrade drops the band keys of a database written before 008 and keeps its documents and signatures`, async () => {
+    const { sql, remove } = await fresh()
+    try {
+      const before = listMigrations().filter((m) => m.version < 8)
+      assert.ok(before.length >= 1 && before.length < listMigrations().length)
+      await migrate(sql, before)
+      await sql.query("INSERT INTO knowledge_bases (kb_id) VALUES ('kb-up')")
+      await sql.query("INSERT INTO documents (doc_id, kb_id, source, status) VALUES ('doc-up', 'kb-up', 'a.txt', 'indexed')")
+      await sql.query("INSERT INTO dedup_signatures (doc_id, kb_id, simhash, minhash) VALUES ('doc-up', 'kb-up', 'ff', '\\x01'::bytea)")
+      await sql.query("INSERT INTO dedup_bands (kb_id, band, doc_id) VALUES ('kb-up', '0:ff', 'doc-up'), ('kb-up', '1:00', 'doc-up')")
+      assert.deepEqual(await migrate(sql), listMigrations().filter((m) => m.version >= 8).map((m) => m.version))
+      assert.equal((await sql.query("SELECT 1 FROM information_schema.tables WHERE table_name = 'dedup_bands'")).length, 0)
+      assert.deepEqual(await sql.query("SELECT doc_id, status FROM documents WHERE kb_id = 'kb-up'"), [{ doc_id: 'doc-up', status: 'indexed' }])
+      assert.deepEqual(await sql.query("SELECT doc_id, simhash FROM dedup_signatures WHERE kb_id = 'kb-up'"), [{ doc_id: 'doc-up', simhash: 'ff' }])
+    } finally {
+      await sql.close()
+      await remove()
+    }
+  })
 
   it(`${name}: returns the same JS types for timestamps, int8, jsonb, arrays, bytea and null`, () => withSql(async (sql) => {
     await migrate(sql)

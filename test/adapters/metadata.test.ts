@@ -13,7 +13,10 @@ import { metadataContract } from './metadata.contract.ts'
 
 describe('metadata: PGlite', () => {
   const dir = mkdtempSync(join(tmpdir(), 'quarry-pglite-'))
-  metadataContract('pglite', () => createPgliteSql({ dir }))
+  metadataContract('pglite', () => createPgliteSql({ dir }), async () => {
+    const d = mkdtempSync(join(tmpdir(), 'quarry-pglite-'))
+    return { sql: await createPgliteSql({ dir: d }), remove: async () => rmSync(d, { recursive: true, force: true }) }
+  })
 
   it('keeps data across a restart of the process-level handle', async (t) => {
     const d = mkdtempSync(join(tmpdir(), 'quarry-pglite-'))
@@ -118,7 +121,11 @@ describe('metadata: PostgreSQL', { skip: skipUnless('postgres') }, () => {
     db ??= await createTempDatabase(serviceUrl('postgres')!)
     return createPostgresSql({ host: db.host, port: db.port, database: db.database, user: db.user, password: db.password, poolSize: 4, connectTimeoutSec: 5 })
   }
-  metadataContract('postgres', open)
+  metadataContract('postgres', open, async () => {
+    const fresh = await createTempDatabase(serviceUrl('postgres')!)
+    const sql = await createPostgresSql({ host: fresh.host, port: fresh.port, database: fresh.database, user: fresh.user, password: fresh.password, poolSize: 2, connectTimeoutSec: 5 })
+    return { sql, remove: () => fresh.drop() }
+  })
 
   it('answers 503 when the server cannot be reached', async () => {
     const sql = await createPostgresSql({ host: '127.0.0.1', port: 1, database: 'x', user: 'x', password: '', poolSize: 1, connectTimeoutSec: 2 })
