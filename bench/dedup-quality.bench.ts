@@ -292,7 +292,7 @@ function randomSignature(r: () => number, near?: Signatures): Signatures {
   const minhash = new Uint32Array(128)
   for (let i = 0; i < 128; i++) minhash[i] = near && r() < 0.7 ? near.minhash[i] : MINHASH_MARK + Math.floor(r() * 0x7fffffff)
   const hex = () => Math.floor(r() * 2 ** 32).toString(16).padStart(8, '0')
-  return { simhash: near && r() < 0.5 ? near.simhash : hex() + hex(), bands: [], minhash, title: `document ${Math.floor(r() * 1e6)}` }
+  return { simhash: near && r() < 0.5 ? near.simhash : hex() + hex(), minhash, title: `document ${Math.floor(r() * 1e6)}` }
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]

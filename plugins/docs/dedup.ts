@@ -25,7 +25,6 @@ import type { KbSettings } from '../../kernel/config/schema.ts'
 
 export interface Signatures {
   simhash: string
-  bands: string[]
   minhash: Uint32Array
   /** Word index of the shingle behind each MinHash value (dedupSignatures); absent: textScore has no evidence. */
   positions?: Uint32Array
@@ -535,7 +534,7 @@ export interface IndexedFields {
 }
 
 /**
- * The end of a successful ingest in one statement: the document's signature row and band keys replaced,
+ * The end of a successful ingest in one statement: the document's signature row replaced,
  * and the document moved running -> indexed (compare-and-set). Returns the signature's sequence number, or
  * null when the document left `running` meanwhile; the signatures written then are removed by the caller's
  * clean-up.

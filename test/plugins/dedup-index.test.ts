@@ -17,7 +17,7 @@ const cfg = resolveSettings({}).settings.dedup
 
 function signature(seed: number): Signatures {
   const minhash = new Uint32Array(128).map((_, i) => (Math.imul(seed + 1, 2654435761) ^ Math.imul(i + 1, 40503)) >>> 0)
-  return { simhash: (BigInt(seed) * 0x9e3779b97f4a7c15n & 0xffffffffffffffffn).toString(16).padStart(16, '0'), bands: [`b${seed}`], minhash, title: `title ${seed}` }
+  return { simhash: (BigInt(seed) * 0x9e3779b97f4a7c15n & 0xffffffffffffffffn).toString(16).padStart(16, '0'), minhash, title: `title ${seed}` }
 }
 
 describe('dedup signature index', () => {
