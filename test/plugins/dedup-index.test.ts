@@ -42,6 +42,9 @@ describe('dedup signature index', () => {
     // Committed by this process: added to the index, found identical without another read.
     const seq = await finishIndexed(sql, 'kb', 'aaaaaaaaaaaaaaa1', sigA, { chunk_count: 1, embedding_model: 'm', title: 't', doc_type: 'txt' })
     assert.ok(seq !== null && seq > 0)
+    // The signature row alone: band keys are read by nothing and no longer written (migration 008).
+    assert.deepEqual(await sql.query('SELECT count(*)::int AS n FROM dedup_bands'), [{ n: 0 }])
+    assert.deepEqual(await sql.query("SELECT doc_id FROM dedup_signatures WHERE kb_id = 'kb'"), [{ doc_id: 'aaaaaaaaaaaaaaa1' }])
     index.add('kb', 'aaaaaaaaaaaaaaa1', sigA, seq)
     assert.deepEqual(await index.screen(counting, 'kb', 'new0000000000002', sigA, cfg), { verdict: 'identical', match: 'aaaaaaaaaaaaaaa1', title: 'title 1' })
     assert.equal(selects, 1, 'no signature read within the refresh interval')
