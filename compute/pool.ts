@@ -3,6 +3,7 @@
 // throws, hangs, exits its thread or runs out of memory costs one call and at most one worker, which Piscina
 // replaces, and the next call is served as usual.
 import os from 'node:os'
+import { WORKER_YOUNG_GENERATION_MB } from '../kernel/allocator.ts'
 import { AppError } from '../kernel/errors.ts'
 import { isTaskStartedMessage, TASK_NAME } from './protocol.ts'
 import type { TaskEnvelope, TaskName, TaskRequest, TaskValue, WorkerReply } from './protocol.ts'
@@ -26,6 +27,8 @@ export interface ComputePoolOptions {
    * heap by a smaller factor), and pdf.js parsing ran 10-25 % slower in two threads at 512 or 1024 MB.
    */
   maxOldGenerationSizeMb?: number
+  /** V8 young generation of each worker, MB. Default WORKER_YOUNG_GENERATION_MB (kernel/allocator.ts says why). */
+  maxYoungGenerationSizeMb?: number
   /** Workers above minThreads end after this long idle. */
   idleTimeoutMs?: number
 }
@@ -79,6 +82,7 @@ interface ResolvedOptions {
   minThreads: number
   taskTimeoutMs: number
   maxOldGenerationSizeMb: number
+  maxYoungGenerationSizeMb: number
   idleTimeoutMs: number
 }
 
@@ -98,6 +102,7 @@ function resolveOptions(opts: ComputePoolOptions): ResolvedOptions {
     minThreads,
     taskTimeoutMs: positiveInt('taskTimeoutMs', opts.taskTimeoutMs ?? 60_000, 1),
     maxOldGenerationSizeMb: positiveInt('maxOldGenerationSizeMb', opts.maxOldGenerationSizeMb ?? 4096, 16),
+    maxYoungGenerationSizeMb: positiveInt('maxYoungGenerationSizeMb', opts.maxYoungGenerationSizeMb ?? WORKER_YOUNG_GENERATION_MB, 2),
     idleTimeoutMs: positiveInt('idleTimeoutMs', opts.idleTimeoutMs ?? 60_000, 1),
   }
 }
@@ -122,7 +127,7 @@ export function createComputePool(opts: ComputePoolOptions = {}): ComputePool {
     // The worker entry registers tsx itself; inheriting the parent's flags (--import tsx, --test, loaders
     // of tsx's CLI) would register it twice or not at all depending on how the process was started.
     execArgv: [],
-    resourceLimits: { maxOldGenerationSizeMb: o.maxOldGenerationSizeMb },
+    resourceLimits: { maxOldGenerationSizeMb: o.maxOldGenerationSizeMb, maxYoungGenerationSizeMb: o.maxYoungGenerationSizeMb },
   })
 
   let seq = 0

@@ -9,6 +9,18 @@
 // glibc reads MALLOC_ARENA_MAX once, when the process starts: npm's scripts set it (package.json), and a
 // service started another way says so in its log (a warning of loadSettings, which reads the environment).
 
+/**
+ * The young generation (V8's nursery: its two semi-spaces) of the service's worker threads, MB: the compute
+ * pool's workers and the PGlite thread. V8 gives a worker 48 MB, and through a bulk ingest each fills it: at
+ * 24 MB the peak RSS of 1,000 documents (bench/ingest.bench.ts --service-only, seven runs each way in turn) went
+ * from 608-649 MB (median 627) to 565-599 MB (median 584), with the same time (median 9.64 s against 9.77)
+ * and CPU (14.4 ms per document both ways); at 5,000 documents 1,065 -> 1,010 MB in one run each way. PDF
+ * parsing in the pool (bench/parse.bench.ts, two runs each way): one worker 523-537 against 534-539 pages/s,
+ * two workers 921-961 against 984-997. The main thread keeps V8's default: at 8 MB semi-spaces for the whole
+ * process (--max-semi-space-size=8) search throughput under load fell by 3-23 % (bench/search.bench.ts).
+ */
+export const WORKER_YOUNG_GENERATION_MB = 24
+
 /** The arena count the service is started with, unless its environment sets one (package.json's scripts say the same). */
 export const MALLOC_ARENA_MAX = '1'
 

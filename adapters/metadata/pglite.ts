@@ -4,6 +4,7 @@
 import { existsSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { Worker } from 'node:worker_threads'
+import { WORKER_YOUNG_GENERATION_MB } from '../../kernel/allocator.ts'
 import { serviceUnavailable } from '../../kernel/errors.ts'
 import type { Sql, SqlRunner } from '../ports.ts'
 
@@ -37,7 +38,10 @@ const revive = (e: SerializedError): Error => Object.assign(new Error(e.message)
 /** A metadata thread whose database is open. */
 async function startThread(dir: string | undefined): Promise<Worker> {
   // Plain JavaScript with no TypeScript hooks (pglite-thread.mjs says why): no execArgv, so not even an inherited --import tsx.
-  const worker = new Worker(new URL('./pglite-thread.mjs', import.meta.url), { workerData: { dir }, execArgv: [] })
+  // Its young generation as the compute pool's workers' (kernel/allocator.ts).
+  const worker = new Worker(new URL('./pglite-thread.mjs', import.meta.url), {
+    workerData: { dir }, execArgv: [], resourceLimits: { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB },
+  })
   await new Promise<void>((resolve, reject) => {
     const onError = (err: Error) => reject(err)
     worker.once('error', onError)

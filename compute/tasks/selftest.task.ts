@@ -14,6 +14,7 @@ export type SelftestRequest =
   | { mode: 'globals' }
   | { mode: 'lastResultBytes' }
   | { mode: 'spin'; ms: number }
+  | { mode: 'limits' }
 
 export interface SelftestValue {
   echo?: string
@@ -21,6 +22,8 @@ export interface SelftestValue {
   /** byteLength of the request's typed array as the worker saw it. */
   receivedBytes?: number
   threadId?: number
+  /** The worker's V8 heap limits (worker_threads.resourceLimits). */
+  limits?: { maxYoungGenerationSizeMb?: number; maxOldGenerationSizeMb?: number }
 }
 
 // The array the last 'double' call returned: detached (0 bytes) once the reply has moved it to the caller.
@@ -67,6 +70,10 @@ export default async function selftest(req: SelftestRequest): Promise<TaskResult
     case 'thread': {
       const { threadId } = await import('node:worker_threads')
       return { ok: true, value: { threadId } }
+    }
+    case 'limits': {
+      const { resourceLimits } = await import('node:worker_threads')
+      return { ok: true, value: { limits: { maxYoungGenerationSizeMb: resourceLimits.maxYoungGenerationSizeMb, maxOldGenerationSizeMb: resourceLimits.maxOldGenerationSizeMb } } }
     }
   }
 }

@@ -6,6 +6,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
 import { promisify } from 'node:util'
+import { WORKER_YOUNG_GENERATION_MB } from '../../kernel/allocator.ts'
 import { AppError } from '../../kernel/errors.ts'
 import { createComputePool } from '../../compute/pool.ts'
 import type { ComputePool } from '../../compute/pool.ts'
@@ -31,6 +32,18 @@ describe('compute pool', () => {
     assert.equal(typeof v.threadId, 'number')
     assert.notEqual(v.threadId, 0, 'the task must run off the main thread')
     assert.deepEqual(await pool.run('selftest', { mode: 'echo', value: 'héllo' }), { echo: 'héllo' })
+  })
+
+  it('gives each worker the heap limits asked for, and the young generation of kernel/allocator.ts by default', async () => {
+    assert.deepEqual((await pool.run('selftest', { mode: 'limits' })).limits, { maxYoungGenerationSizeMb: WORKER_YOUNG_GENERATION_MB, maxOldGenerationSizeMb: 64 })
+    assert.ok(WORKER_YOUNG_GENERATION_MB < 48, "below V8's default for a worker (48 MB)")
+    const custom = createComputePool({ maxThreads: 1, minThreads: 1, maxYoungGenerationSizeMb: 12 })
+    try {
+      assert.equal((await custom.run('selftest', { mode: 'limits' })).limits?.maxYoungGenerationSizeMb, 12)
+    } finally {
+      await custom.close()
+    }
+    assert.throws(() => createComputePool({ maxYoungGenerationSizeMb: 1 }), /maxYoungGenerationSizeMb must be an integer >= 2/)
   })
 
   it('moves typed arrays in and out instead of copying them', async () => {
