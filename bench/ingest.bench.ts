@@ -17,7 +17,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
-import { serviceEnv } from '../kernel/allocator.ts'
+import { serviceEnv, serviceExecArgv } from '../kernel/allocator.ts'
 import { createApp, type App } from '../kernel/app.ts'
 import { resolveSettings } from '../kernel/config/load.ts'
 import { createLogger } from '../kernel/log.ts'
@@ -200,9 +200,9 @@ async function serviceInChild(docs: GeneratedDoc[], concurrency: number, profile
     for (const d of docs) writeFileSync(join(files, d.name), d.bytes)
     // Other file names than the measured ones: the warm-up must not make them re-uploads.
     for (const d of docs.slice(0, 20)) writeFileSync(join(warm, `warm-${d.name}`), d.bytes)
-    const args = ['--import', 'tsx', 'bench/ingest.bench.ts', '--service-child', `--files=${files}`, `--warm=${warm}`, `--concurrency=${concurrency}`]
+    const args = [...serviceExecArgv(), '--import', 'tsx', 'bench/ingest.bench.ts', '--service-child', `--files=${files}`, `--warm=${warm}`, `--concurrency=${concurrency}`]
     if (profileFile !== undefined) args.push(`--profile=${profileFile}`)
-    // Started as npm start starts the service: with its malloc arena setting (kernel/allocator.ts).
+    // Started as npm start starts the service: with its malloc arena setting and V8 thread count (kernel/allocator.ts).
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: serviceEnv(process.env) })
     let out = ''
     child.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d))

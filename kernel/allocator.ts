@@ -8,6 +8,7 @@
 //
 // glibc reads MALLOC_ARENA_MAX once, when the process starts: npm's scripts set it (package.json), and a
 // service started another way says so in its log (a warning of loadSettings, which reads the environment).
+import { availableParallelism } from 'node:os'
 
 /**
  * The young generation (V8's nursery: its two semi-spaces) of the service's worker threads, MB: the compute
@@ -20,6 +21,28 @@
  * process (--max-semi-space-size=8) search throughput under load fell by 3-23 % (bench/search.bench.ts).
  */
 export const WORKER_YOUNG_GENERATION_MB = 24
+
+/**
+ * Most threads V8's platform may keep for a process (Node's --v8-pool-size; Node starts 4 whatever the cores).
+ * They run the background work of every thread's heap: parallel scavenges, concurrent marking and sweeping,
+ * optimising compiles. The service starts min(4, cores) of them (v8PoolSize): Node's own 4 from four cores
+ * up, and no more than the cores below. On 2 cores the peak RSS of 1,000 documents (bench/ingest.bench.ts
+ * --service-only, runs each way in turn) went from 573-599 MB (median 589, seven runs) with 4 to 545-586 MB
+ * (median 562, ten runs) with 2, at the same documents/s and CPU per document; at 5,000 documents 1,024 and
+ * 1,025 MB (one run each: there the index's growth is the peak). Search under load (bench/search.bench.ts
+ * --quick, two runs each way) stayed within its noise.
+ */
+export const V8_POOL_MAX = 4
+
+/** The V8 platform threads of a service process on a machine of `cores` cores. */
+export function v8PoolSize(cores: number): number {
+  return Math.max(1, Math.min(V8_POOL_MAX, Math.floor(cores)))
+}
+
+/** Node's flags a service process is started with (a benchmark's child); package.json's scripts pass the same. */
+export function serviceExecArgv(cores = availableParallelism()): string[] {
+  return [`--v8-pool-size=${v8PoolSize(cores)}`]
+}
 
 /** The arena count the service is started with, unless its environment sets one (package.json's scripts say the same). */
 export const MALLOC_ARENA_MAX = '1'

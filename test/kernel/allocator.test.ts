@@ -1,10 +1,10 @@
 import { strict as assert } from 'node:assert'
 import { spawnSync } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { availableParallelism, tmpdir } from 'node:os'
+import { delimiter, join } from 'node:path'
 import { describe, it } from 'node:test'
-import { allocatorWarning, MALLOC_ARENA_MAX, onGlibc, serviceEnv } from '../../kernel/allocator.ts'
+import { allocatorWarning, MALLOC_ARENA_MAX, onGlibc, serviceEnv, serviceExecArgv, V8_POOL_MAX, v8PoolSize } from '../../kernel/allocator.ts'
 import { loadSettings } from '../../kernel/config/load.ts'
 
 const scripts = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: Record<string, string> }).scripts
@@ -52,5 +52,38 @@ describe('malloc arenas', () => {
     const warned = (env: Record<string, string>) => loadSettings({ argv: [], env, cwd }).warnings.some((w) => w.startsWith('MALLOC_ARENA_MAX is not set'))
     assert.equal(warned({}), onGlibc())
     assert.equal(warned({ MALLOC_ARENA_MAX: MALLOC_ARENA_MAX }), false)
+  })
+})
+
+describe('V8 platform threads', () => {
+  const root = new URL('../../', import.meta.url).pathname
+  const SERVICE_SCRIPTS = ['start', 'worker', 'mcp', 'bench', 'eval']
+
+  it("is the cores' count, at least 1 and at most Node's 4", () => {
+    assert.deepEqual([1, 2, 3, 4, 5, 64].map(v8PoolSize), [1, 2, 3, 4, 4, 4])
+    assert.equal(v8PoolSize(0), 1)
+    assert.equal(V8_POOL_MAX, 4)
+    assert.deepEqual(serviceExecArgv(2), ['--v8-pool-size=2'])
+    assert.deepEqual(serviceExecArgv(16), ['--v8-pool-size=4'])
+    assert.deepEqual(serviceExecArgv(), [`--v8-pool-size=${v8PoolSize(availableParallelism())}`])
+  })
+
+  it('every npm script that starts the service gives it the count serviceExecArgv gives a benchmark child', (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'quarry-v8-pool-'))
+    t.after(() => rmSync(dir, { recursive: true, force: true }))
+    const probe = join(dir, 'probe.ts')
+    writeFileSync(probe, 'process.stdout.write(JSON.stringify(process.execArgv))\n')
+    const env = { ...process.env, PATH: `${join(root, 'node_modules', '.bin')}${delimiter}${process.env.PATH ?? ''}` }
+    for (const name of SERVICE_SCRIPTS) {
+      // The script as npm runs it (sh -c), with its entry file (and arguments) replaced by the probe.
+      const script = scripts[name]
+      const entry = /\s(kernel|bench)\/[\w.]+\.ts\b/.exec(script)
+      assert.ok(entry, `scripts.${name} = ${script}`)
+      const command = `${script.slice(0, entry.index + 1)}${JSON.stringify(probe)}`
+      const r = spawnSync('sh', ['-c', command], { env, cwd: root, encoding: 'utf8' })
+      assert.equal(r.status, 0, `scripts.${name}: ${r.stderr}`)
+      const flags = (JSON.parse(r.stdout) as string[]).filter((f) => f.startsWith('--v8-pool-size='))
+      assert.deepEqual(flags, serviceExecArgv(), `scripts.${name} = ${script}`)
+    }
   })
 })
