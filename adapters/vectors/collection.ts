@@ -38,6 +38,8 @@ export interface CollectionOptions extends DenseIndexOptions {
    * f16 took 125-264 ms, the longest stall of the event loop in a 5,000-document ingest.
    */
   snapshotGraphMaxBytes: number
+  /** Full arena segments go to SPILL_FILE in the collection's folder instead of staying in memory (DenseIndex). */
+  denseOnDisk: boolean
 }
 
 interface Manifest {
@@ -55,6 +57,8 @@ type Op =
   | ({ kind: 'snapshot'; record: null } & Settle)
 
 const MANIFEST = 'manifest.json'
+/** The dense index's spill file: scratch, rebuilt at every open. */
+const SPILL_FILE = 'dense.f32'
 const walName = (seq: number) => `wal-${String(seq).padStart(10, '0')}.log`
 const WAL_RE = /^wal-(\d+)\.log$/
 
@@ -104,7 +108,7 @@ export class Collection {
     this.dims = dims
     this.opts = opts
     this.manifest = manifest
-    this.dense = new DenseIndex(usearch, { ...opts, dimensions: dims })
+    this.dense = new DenseIndex(usearch, { ...opts, dimensions: dims, spillPath: opts.denseOnDisk ? join(dir, SPILL_FILE) : undefined })
   }
 
   static async create(kbId: string, dir: string, dims: number, usearch: Usearch, opts: CollectionOptions): Promise<Collection> {
@@ -204,6 +208,7 @@ export class Collection {
       snapshotBytes: this.lastSnapshotBytes,
       snapshotSeq: this.manifest.snapshot?.seq ?? 0,
       graphFailure: this.dense.failure === undefined ? null : String(this.dense.failure),
+      onDiskRows: this.dense.spilledRows,
     }
   }
 
@@ -445,7 +450,7 @@ export class Collection {
       rows: live,
       inGraph,
       norms: this.dense.norms,
-      dense: this.dense.arenaParts(this.dense.rowsEnd),
+      dense: this.dense.arenaSource(),
       sparse,
       postings: this.sparse.capture(),
       chunkIds,
@@ -516,6 +521,7 @@ export class Collection {
       const m = WAL_RE.exec(name)
       const stale =
         name.endsWith('.tmp') ||
+        name === SPILL_FILE ||
         (m !== null && snap !== null && Number(m[1]) <= snap.seq) ||
         (/^(points|hnsw)-\d+\./.test(name) && name !== snap?.points && name !== snap?.graph)
       if (stale) await fs.rm(join(this.dir, name), { force: true })
@@ -570,6 +576,8 @@ export class Collection {
         await fs.truncate(path, validBytes)
       }
     }
+    // The snapshot's rows were read into memory whole; the full segments go to the spill file now.
+    this.dense.spill()
     this.walSeq = segments.length > 0 ? segments[segments.length - 1] : (snap?.seq ?? 0) + 1
     this.wal = await WalFile.open(join(this.dir, walName(this.walSeq)))
     if (segments.length === 0) await fsyncDir(this.dir)
@@ -586,7 +594,7 @@ export class Collection {
     if (this.idleTimer !== undefined) clearTimeout(this.idleTimer)
     while (this.looping) await this.loopDone
     await this.snapshotTask?.catch(() => {})
-    this.dense.stop()
+    this.dense.close()
     this.payloads.stop()
     await this.wal.close()
   }

@@ -13,7 +13,15 @@
 // small KB holds a small array), later ones are allocated whole and never move. A single array grown by
 // copying held the old and the new copy at once (at 100k x 1024 dims a 400 MB copy and a 600 MB array)
 // and stopped the event loop for the copy (13-25 ms at 10k rows of 1,024).
-import { readFileSync } from 'node:fs'
+//
+// With a spill file (DenseIndexOptions.spillPath), every full segment but the one rows are appended to is written
+// to that file and dropped from memory: the f32 originals then live on disk (in the OS's file cache while memory
+// allows) and memory holds the graph's half-size copy, as Qdrant's on-disk original vectors do. Reads of a spilled
+// row (rescoring, the scan of rows waiting for the graph, filtered scans, graph insertion) are positioned reads of
+// that file, runs of consecutive rows in one read; a write to a spilled row (a reused row) goes to the file. The file
+// is scratch: it is rebuilt from the snapshot and the log at every open, never fsync'd, and removed at close.
+import { closeSync, openSync, readFileSync, readSync, rmSync, writeSync, read as readCb } from 'node:fs'
+import { promisify } from 'node:util'
 import type { Index } from 'usearch'
 import type { RowSet } from './filter.ts'
 import { createQueryDot } from './dot.ts'
@@ -81,6 +89,10 @@ export interface DenseIndexOptions extends HnswParams {
   indexThreads: number
   /** Target duration of one background slice: the longest the event loop is held by graph building. */
   indexSliceMs: number
+  /** File for the full arena segments kept on disk instead of in memory (see the top of this file); none: all in memory. */
+  spillPath?: string
+  /** Rows per arena segment, a power of two from 16. Default SEGMENT_ROWS. */
+  segmentRows?: number
   /**
    * Share of the thread's time graph building may take while points keep arriving (an upsert in the last
    * second): during a bulk ingest the graph trails behind and catches up at full speed once writes pause.
@@ -100,17 +112,25 @@ let gathered = new Float32Array(0)
 const queryDot = createQueryDot()
 
 /** Rows per arena segment (a power of two): 16 MB at 1,024 dimensions. */
-const SEGMENT_SHIFT = 12
-export const SEGMENT_ROWS = 1 << SEGMENT_SHIFT
-const SEGMENT_MASK = SEGMENT_ROWS - 1
+export const SEGMENT_ROWS = 1 << 12
+/** Rows of a spilled segment read at once by a scan (1 MB at 1,024 dimensions). */
+const RUN_ROWS = 256
+const readAsync = promisify(readCb)
 
 export class DenseIndex {
   readonly dims: number
   private readonly usearch: Usearch
   private readonly opts: DenseIndexOptions
   private hnsw: Index
-  /** Row r lives in segments[r >>> SEGMENT_SHIFT] at (r & SEGMENT_MASK) * dims. */
-  private segments: Float32Array[]
+  private readonly segShift: number
+  private readonly segRows: number
+  private readonly segMask: number
+  /** Row r lives in segments[r >>> segShift] at (r & segMask) * dims; null: in the spill file at r * dims * 4. */
+  private segments: (Float32Array | null)[]
+  private spillFd = -1
+  /** Rows of spilled segments (read on demand), and a buffer for runs of them. */
+  spilledRows = 0
+  private runBuf = new Float32Array(0)
   norms: Float32Array
   private live: Uint8Array
   private inGraph: Uint8Array
@@ -148,7 +168,12 @@ export class DenseIndex {
     this.usearch = usearch
     this.opts = opts
     this.dims = opts.dimensions
-    this.capacity = Math.min(SEGMENT_ROWS, Math.max(16, capacityRows))
+    const segRows = opts.segmentRows ?? SEGMENT_ROWS
+    if (!(Number.isInteger(segRows) && segRows >= 16 && (segRows & (segRows - 1)) === 0)) throw new Error(`segmentRows must be a power of two from 16, got ${segRows}`)
+    this.segRows = segRows
+    this.segShift = Math.log2(segRows)
+    this.segMask = segRows - 1
+    this.capacity = Math.min(segRows, Math.max(16, capacityRows))
     this.segments = [new Float32Array(this.capacity * this.dims)]
     this.norms = new Float32Array(this.capacity)
     this.live = new Uint8Array(this.capacity)
@@ -202,13 +227,19 @@ export class DenseIndex {
     if (this.isLive(row)) throw new Error(`dense row ${row} is already live`)
     this.ensureCapacity(row + 1)
     const d = this.dims
-    this.segments[row >>> SEGMENT_SHIFT].set(vector, (row & SEGMENT_MASK) * d)
+    const seg = this.segments[row >>> this.segShift]
+    if (seg !== null) seg.set(vector, (row & this.segMask) * d)
+    else this.writeSpilled(row, vector)
     let sq = 0
     for (let i = 0; i < d; i++) sq += vector[i] * vector[i]
     this.norms[row] = Math.sqrt(sq)
     this.live[row] = 1
     this.liveCount++
-    if (row >= this.rowsEnd) this.rowsEnd = row + 1
+    if (row >= this.rowsEnd) {
+      this.rowsEnd = row + 1
+      // The row opened a segment: the one before it is full.
+      if ((row & this.segMask) === 0) this.spill()
+    }
     this.enqueue(row)
   }
 
@@ -245,27 +276,174 @@ export class DenseIndex {
   }
 
   vector(row: number): Float32Array {
-    return this.rowView(row).slice()
+    const out = new Float32Array(this.dims)
+    this.copyRow(row, out, 0)
+    return out
   }
 
-  /** The arena row itself (a view: valid until the row is written again). */
-  private rowView(row: number): Float32Array {
-    const off = (row & SEGMENT_MASK) * this.dims
-    return this.segments[row >>> SEGMENT_SHIFT].subarray(off, off + this.dims)
+  /** Copies a row into `into` at `at` (floats), from memory or from the spill file. */
+  private copyRow(row: number, into: Float32Array, at: number): void {
+    const d = this.dims
+    const seg = this.segments[row >>> this.segShift]
+    if (seg !== null) {
+      const off = (row & this.segMask) * d
+      into.set(seg.subarray(off, off + d), at)
+    } else {
+      this.readSpilled(row, 1, into, at)
+    }
+  }
+
+  /** Copies rows[0..count) into `into`, one after another; runs of consecutive spilled rows are read at once. */
+  private copyRows(rows: ArrayLike<number>, count: number, into: Float32Array): void {
+    const d = this.dims
+    for (let i = 0; i < count; ) {
+      const row = rows[i]
+      if (this.segments[row >>> this.segShift] !== null) {
+        this.copyRow(row, into, i * d)
+        i++
+        continue
+      }
+      const segEnd = ((row >>> this.segShift) + 1) << this.segShift
+      let j = i + 1
+      while (j < count && rows[j] === rows[j - 1] + 1 && rows[j] < segEnd) j++
+      this.readSpilled(row, j - i, into, i * d)
+      i = j
+    }
+  }
+
+  // ---- the spill file -----------------------------------------------------------------------------
+
+  /** Whether rows of full segments go to the spill file: one is set, and the collection is past the exact-scan size. */
+  private get spills(): boolean {
+    return this.opts.spillPath !== undefined && this.rowsEnd * this.dims > this.opts.exactBudget
+  }
+
+  /** Writes every full segment still in memory, but the last, to the spill file and drops it from memory. */
+  spill(): void {
+    if (!this.spills) return
+    const full = Math.floor(this.rowsEnd / this.segRows)
+    for (let i = 0; i < full; i++) {
+      const seg = this.segments[i]
+      if (seg === null || seg.length !== this.segRows * this.dims) continue
+      if (this.spillFd < 0) this.spillFd = openSync(this.opts.spillPath!, 'w+')
+      const bytes = new Uint8Array(seg.buffer, seg.byteOffset, seg.byteLength)
+      const at = i * this.segRows * this.dims * 4
+      for (let done = 0; done < bytes.length; ) done += writeSync(this.spillFd, bytes, done, bytes.length - done, at + done)
+      this.segments[i] = null
+      this.spilledRows += this.segRows
+    }
+  }
+
+  private writeSpilled(row: number, vector: Float32Array): void {
+    const bytes = new Uint8Array(vector.buffer, vector.byteOffset, this.dims * 4)
+    const at = row * this.dims * 4
+    for (let done = 0; done < bytes.length; ) done += writeSync(this.spillFd, bytes, done, bytes.length - done, at + done)
+  }
+
+  /** Reads `count` consecutive spilled rows from `row` into `into` at `at` (floats). */
+  private readSpilled(row: number, count: number, into: Float32Array, at: number): void {
+    const bytes = new Uint8Array(into.buffer, into.byteOffset + at * 4, count * this.dims * 4)
+    const from = row * this.dims * 4
+    for (let done = 0; done < bytes.length; ) {
+      const n = readSync(this.spillFd, bytes, done, bytes.length - done, from + done)
+      if (n === 0) throw new Error(`dense spill file ends before row ${row + count}`)
+      done += n
+    }
+  }
+
+  /** Closes and removes the spill file (the index is not used after this). */
+  close(): void {
+    this.stop()
+    if (this.spillFd >= 0) {
+      closeSync(this.spillFd)
+      this.spillFd = -1
+      rmSync(this.opts.spillPath!, { force: true })
+    }
   }
 
   /**
-   * The first `rows` arena rows as byte views, in row order, segment by segment: what a snapshot writes, and
-   * what a snapshot is read straight into (the arena is made that large first).
+   * The first `rows` arena rows as byte views, in row order, segment by segment: what a snapshot is read
+   * straight into (the arena is made that large first; nothing is spilled before the rows are adopted).
    */
   arenaParts(rows: number): Uint8Array[] {
     this.ensureCapacity(rows)
     const parts: Uint8Array[] = []
-    for (let first = 0; first < rows; first += SEGMENT_ROWS) {
-      const seg = this.segments[first >>> SEGMENT_SHIFT]
-      parts.push(new Uint8Array(seg.buffer, seg.byteOffset, Math.min(SEGMENT_ROWS, rows - first) * this.dims * 4))
+    for (let first = 0; first < rows; first += this.segRows) {
+      const seg = this.segments[first >>> this.segShift]
+      if (seg === null) throw new Error('arenaParts: a segment is spilled')
+      parts.push(new Uint8Array(seg.buffer, seg.byteOffset, Math.min(this.segRows, rows - first) * this.dims * 4))
     }
     return parts
+  }
+
+  /**
+   * The bytes of arena rows 0..rowsEnd in order, for a snapshot: views of the segments in memory now, and of the
+   * spilled ones read from the file when the snapshot comes to them. Rows live now keep their bytes while the
+   * snapshot is written (a row is reused only once no snapshot is being written: Collection.purgeIfWorthIt), and
+   * the file stays open until close, which waits for the snapshot.
+   */
+  arenaSource(): AsyncIterable<Uint8Array> {
+    const rows = this.rowsEnd
+    const d = this.dims
+    const parts: (Uint8Array | { at: number; length: number })[] = []
+    for (let first = 0; first < rows; first += this.segRows) {
+      const length = Math.min(this.segRows, rows - first) * d * 4
+      const seg = this.segments[first >>> this.segShift]
+      parts.push(seg !== null ? new Uint8Array(seg.buffer, seg.byteOffset, length) : { at: first * d * 4, length })
+    }
+    const fd = this.spillFd
+    return (async function* () {
+      let buf: Uint8Array | undefined
+      for (const part of parts) {
+        if (part instanceof Uint8Array) {
+          yield part
+          continue
+        }
+        buf ??= new Uint8Array(Math.min(part.length, 1 << 20))
+        for (let done = 0; done < part.length; ) {
+          const want = Math.min(buf.length, part.length - done)
+          let got = 0
+          while (got < want) {
+            const { bytesRead } = await readAsync(fd, buf, got, want - got, part.at + done + got)
+            if (bytesRead === 0) throw new Error('dense spill file ends before the arena does')
+            got += bytesRead
+          }
+          // A copy: the consumer may keep the chunk while the next one is read.
+          yield buf.slice(0, want)
+          done += want
+        }
+      }
+    })()
+  }
+
+  /**
+   * Scores rows in the order given (for which `keep(row)` holds) against the search's query into top. Rows of
+   * spilled segments are read in runs of up to RUN_ROWS consecutive rows, one read each.
+   */
+  private scoreRows(qNorm: number, rows: ArrayLike<number>, from: number, to: number, keep: (row: number) => boolean, top: TopK): void {
+    const d = this.dims
+    for (let i = from; i < to; i++) {
+      const row = rows[i]
+      if (!keep(row)) continue
+      if (this.segments[row >>> this.segShift] !== null) {
+        top.push(row, this.cosine(qNorm, row))
+        continue
+      }
+      // A run of consecutive rows in the same spilled segment.
+      const segEnd = ((row >>> this.segShift) + 1) << this.segShift
+      let j = i + 1
+      while (j < to && j - i < RUN_ROWS && rows[j] === rows[j - 1] + 1 && rows[j] < segEnd) j++
+      const span = rows[j - 1] - row + 1
+      if (this.runBuf.length < span * d) this.runBuf = new Float32Array(RUN_ROWS * d)
+      this.readSpilled(row, span, this.runBuf, 0)
+      for (let m = i; m < j; m++) {
+        const r = rows[m]
+        if (!keep(r)) continue
+        const denom = qNorm * this.norms[r]
+        top.push(r, denom === 0 ? 0 : queryDot.dot(this.runBuf, (r - row) * d) / denom)
+      }
+      i = j - 1
+    }
   }
 
   /**
@@ -288,9 +466,10 @@ export class DenseIndex {
       const dead = this.rowsEnd - this.liveCount
       // usearch 2.26 exactSearch ignores a query view's byteOffset: hand it a vector that owns its buffer.
       const query = q.byteOffset === 0 && q.byteLength === q.buffer.byteLength ? q : q.slice()
-      for (let first = 0; first < this.rowsEnd; first += SEGMENT_ROWS) {
-        const rows = Math.min(SEGMENT_ROWS, this.rowsEnd - first)
-        const seg = this.segments[first >>> SEGMENT_SHIFT].subarray(0, rows * d)
+      // Nothing is spilled at this size (DenseIndex.spills).
+      for (let first = 0; first < this.rowsEnd; first += this.segRows) {
+        const rows = Math.min(this.segRows, this.rowsEnd - first)
+        const seg = this.segments[first >>> this.segShift]!.subarray(0, rows * d)
         const m = this.usearch.exactSearch(seg, query, d, Math.min(rows, k + dead), 'cos' as never, 1)
         const keys = (m as { keys: BigUint64Array }).keys
         for (let i = 0; i < keys.length; i++) {
@@ -325,10 +504,8 @@ export class DenseIndex {
       }
     }
     if (this.pendingCount > 0) {
-      for (let i = this.queueHead; i < this.queueTail; i++) {
-        const row = this.queue[i]
-        if (this.waiting[row] === 1) top.push(row, this.cosine(qNorm, row))
-      }
+      const waiting = this.waiting
+      this.scoreRows(qNorm, this.queue, this.queueHead, this.queueTail, (row) => waiting[row] === 1, top)
     }
     return top.drain()
   }
@@ -352,7 +529,7 @@ export class DenseIndex {
       // 0.6 ms for the JavaScript loop per row. Larger sets are read once by that loop instead: the copy would
       // double the memory traffic that bounds both (10,000 rows of 256: gather alone 13 ms, the loop 8 ms).
       if (gathered.length < count * d) gathered = new Float32Array(count * d)
-      for (let i = 0; i < count; i++) gathered.set(this.rowView(rows[i]), i * d)
+      this.copyRows(rows, count, gathered)
       const query = q.byteOffset === 0 && q.byteLength === q.buffer.byteLength ? q : q.slice()
       const keys = (this.usearch.exactSearch(gathered.subarray(0, count * d), query, d, k, 'cos' as never, 1) as { keys: BigUint64Array }).keys
       for (let i = 0; i < keys.length; i++) {
@@ -362,7 +539,7 @@ export class DenseIndex {
       return top.drain()
     }
     if (count <= k || this.graphCount === 0 || count < asked * this.opts.filterGraphCost) {
-      for (let i = 0; i < count; i++) top.push(rows[i], this.cosine(qNorm, rows[i]))
+      this.scoreRows(qNorm, rows, 0, count, () => true, top)
       return top.drain()
     }
     const rescored = Math.max(2 * k, k + 10)
@@ -379,10 +556,8 @@ export class DenseIndex {
     }
     for (const row of kept) top.push(row, this.cosine(qNorm, row))
     if (this.pendingCount > 0) {
-      for (let i = this.queueHead; i < this.queueTail; i++) {
-        const row = this.queue[i]
-        if (this.waiting[row] === 1 && mask[row] === 1) top.push(row, this.cosine(qNorm, row))
-      }
+      const waiting = this.waiting
+      this.scoreRows(qNorm, this.queue, this.queueHead, this.queueTail, (row) => waiting[row] === 1 && mask[row] === 1, top)
     }
     return top.drain()
   }
@@ -391,7 +566,11 @@ export class DenseIndex {
   private cosine(qNorm: number, row: number): number {
     const denom = qNorm * this.norms[row]
     if (denom === 0) return 0
-    return queryDot.dot(this.segments[row >>> SEGMENT_SHIFT], (row & SEGMENT_MASK) * this.dims) / denom
+    const seg = this.segments[row >>> this.segShift]
+    if (seg !== null) return queryDot.dot(seg, (row & this.segMask) * this.dims) / denom
+    if (this.runBuf.length < this.dims) this.runBuf = new Float32Array(RUN_ROWS * this.dims)
+    this.readSpilled(row, 1, this.runBuf, 0)
+    return queryDot.dot(this.runBuf, 0) / denom
   }
 
   // ---- background graph building ------------------------------------------------------------------
@@ -450,7 +629,7 @@ export class DenseIndex {
       const row = this.queue[this.queueHead++]
       if (this.waiting[row] !== 1) continue
       this.scratchKeys[n] = BigInt(row)
-      this.scratchVectors.set(this.rowView(row), n * d)
+      this.copyRow(row, this.scratchVectors, n * d)
       this.waiting[row] = 0
       this.inGraph[row] = 1
       n++
@@ -570,17 +749,20 @@ export class DenseIndex {
     if (rows <= this.capacity) return
     const d = this.dims
     let cap: number
-    if (this.capacity < SEGMENT_ROWS) {
-      // The first segment grows by 1.5x steps up to its full size (a copy of at most one segment's rows).
+    const segRows = this.segRows
+    if (this.capacity < segRows) {
+      // The first segment grows by 1.5x steps up to its full size (a copy of at most one segment's rows; it is
+      // never spilled before it is full).
       cap = this.capacity
-      while (cap < rows && cap < SEGMENT_ROWS) cap = Math.min(SEGMENT_ROWS, Math.ceil(cap * 1.5))
+      while (cap < rows && cap < segRows) cap = Math.min(segRows, Math.ceil(cap * 1.5))
       const first = new Float32Array(cap * d)
-      first.set(this.segments[0].subarray(0, Math.min(this.rowsEnd, this.capacity) * d))
+      first.set(this.segments[0]!.subarray(0, Math.min(this.rowsEnd, this.capacity) * d))
       this.segments[0] = first
     }
     // Then whole segments, never moved; the per-row flags below are small and still grow by copying.
-    while (this.segments.length * SEGMENT_ROWS < rows) this.segments.push(new Float32Array(SEGMENT_ROWS * d))
-    cap = this.segments[0].length / d + (this.segments.length - 1) * SEGMENT_ROWS
+    while (this.segments.length * segRows < rows) this.segments.push(new Float32Array(segRows * d))
+    const first = this.segments[0]
+    cap = (first === null ? segRows : first.length / d) + (this.segments.length - 1) * segRows
     const grow8 = (a: Uint8Array) => {
       const b = new Uint8Array(cap)
       b.set(a)

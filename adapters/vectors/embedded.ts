@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path'
 import { AppError, serviceUnavailable } from '../../kernel/errors.ts'
 import type { VectorHit, VectorPoint, VectorQuery, VectorStore } from '../ports.ts'
 import { Collection, type CollectionOptions } from './collection.ts'
-import { defaultQuantization, type Quantization, type Usearch } from './dense-index.ts'
+import { defaultQuantization, SEGMENT_ROWS, type Quantization, type Usearch } from './dense-index.ts'
 import { checkKbId, dimensionMismatch } from './errors.ts'
 import { acquireDirLock } from './files.ts'
 
@@ -65,6 +65,14 @@ export interface EmbeddedVectorStoreOptions {
    * 1,024 dimensions in f16, some 13-28 ms to write at the rate measured for 70k rows (125-264 ms).
    */
   snapshotGraphMaxBytes?: number
+  /**
+   * Keep the f32 originals of full 4,096-row arena segments in a file in the collection's folder (`dense.f32`,
+   * scratch) instead of in memory, reading them back for rescoring and scans; the graph keeps its f16/bf16 copy in
+   * memory. Default true. Collections at most exactBudget values are never spilled.
+   */
+  denseOnDisk?: boolean
+  /** Rows per arena segment (a power of two from 16); the unit kept in memory or spilled. Default 4,096. */
+  segmentRows?: number
   /** Fold the log into a snapshot on close, so the next start reads no log. Default true. */
   snapshotOnClose?: boolean
   /** Open every collection at start (true) or on first use (false). Default true: the first search stays fast. */
@@ -83,6 +91,8 @@ export interface CollectionStats {
   snapshotSeq: number
   /** Why graph building stopped (usearch refused an insertion); the rows are still found by exact scan. */
   graphFailure: string | null
+  /** Rows whose f32 vector is read from the spill file (denseOnDisk), not held in memory. */
+  onDiskRows: number
 }
 
 export interface EmbeddedVectorStore extends VectorStore {
@@ -100,6 +110,12 @@ const openDirs = new Set<string>()
 function positiveInt(name: string, value: number | undefined, fallback: number, min = 1): number {
   const v = value ?? fallback
   if (!Number.isInteger(v) || v < min) throw new Error(`createEmbeddedVectorStore: ${name} must be an integer >= ${min}, got ${String(value)}`)
+  return v
+}
+
+function powerOfTwo(name: string, value: number | undefined, fallback: number): number {
+  const v = positiveInt(name, value, fallback, 16)
+  if ((v & (v - 1)) !== 0) throw new Error(`createEmbeddedVectorStore: ${name} must be a power of two, got ${String(value)}`)
   return v
 }
 
@@ -135,6 +151,8 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
     snapshotMinBytes: positiveInt('snapshotMinBytes', options.snapshotMinBytes, 64 << 20, 0),
     snapshotIdleMs: positiveInt('snapshotIdleMs', options.snapshotIdleMs, 30_000, 0),
     snapshotGraphMaxBytes: positiveInt('snapshotGraphMaxBytes', options.snapshotGraphMaxBytes, 16 << 20, 0),
+    denseOnDisk: options.denseOnDisk ?? true,
+    segmentRows: powerOfTwo('segmentRows', options.segmentRows, SEGMENT_ROWS),
     log: options.log,
   }
   const snapshotOnClose = options.snapshotOnClose ?? true

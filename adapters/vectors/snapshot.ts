@@ -34,8 +34,8 @@ export interface SnapshotCapture {
   rows: Int32Array
   inGraph: Uint8Array
   norms: Float32Array
-  /** Bytes of arena rows 0..rowsEnd, in order (the arena's segments). */
-  dense: Uint8Array[]
+  /** Bytes of arena rows 0..rowsEnd, in order (the arena's segments, or chunks of them read from its spill file). */
+  dense: Iterable<Uint8Array> | AsyncIterable<Uint8Array>
   sparse: SparseVector[]
   postings: PostingsCapture
   chunkIds: string[]
@@ -143,10 +143,10 @@ export async function writeSnapshot(path: string, c: SnapshotCapture): Promise<n
   try {
     const table = new Map<SectionName, { offset: number; length: number; crc: number }>()
     let pos = HEADER_BYTES
-    const put = async (name: SectionName, parts: Iterable<Uint8Array>) => {
+    const put = async (name: SectionName, parts: Iterable<Uint8Array> | AsyncIterable<Uint8Array>) => {
       const offset = pos
       let crc = 0
-      for (const part of parts) {
+      for await (const part of parts) {
         crc = crc32(part, crc)
         await writeAll(fh, part, pos)
         pos += part.length

@@ -38,6 +38,12 @@ vectorStoreContract('embedded (HNSW graph, f32)', async (dimensions) => {
   dirs.push(dir)
   return createEmbeddedVectorStore({ dir, dimensions, exactBudget: 0, quantization: 'f32' })
 })
+// Segments of 16 rows: every full one goes to the spill file, so the contract's reads come from disk.
+vectorStoreContract('embedded (HNSW graph, f32 originals on disk)', async (dimensions) => {
+  const dir = await tempDir(null)
+  dirs.push(dir)
+  return createEmbeddedVectorStore({ dir, dimensions, exactBudget: 0, quantization: 'f32', segmentRows: 16 })
+})
 
 
 function randomPoints(kb: string, n: number, seed: number, dims = DIMS, docSize = 10, prefix = 'doc'): VectorPoint[] {
@@ -694,6 +700,77 @@ describe('embedded vector store: behaviour', () => {
   })
 })
 
+describe('embedded vector store: f32 originals on disk', () => {
+  const spillFile = (dir: string, kb: string) => join(dir, kb, 'dense.f32')
+  const exists = (path: string) => fs.stat(path).then(() => true, () => false)
+
+  it('answers from spilled segments as from memory: pending scan, graph rescoring, reused rows, docVectors, snapshot and restart', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-spill'
+    const opts = { exactBudget: 0, quantization: 'f32' as const, segmentRows: 16, snapshotOnClose: true }
+    let store = await open(dir, opts)
+    const points = randomPoints(kb, 900, 91)
+    for (let i = 0; i < points.length; i += 150) await store.upsert(kb, points.slice(i, i + 150))
+    let stats = (await store.stats(kb))!
+    // Every full segment but the last is on disk; rows still waiting for the graph are scanned from there too.
+    assert.equal(stats.onDiskRows, Math.floor((900 - 1) / 16) * 16)
+    assert.ok(await exists(spillFile(dir, kb)))
+    assert.equal((await fs.stat(spillFile(dir, kb))).size, stats.onDiskRows * DIMS * 4)
+    await assertMatchesReference(store, kb, points, 92)
+    await store.whenIndexed(kb)
+    await assertMatchesReference(store, kb, points, 93)
+    const first = 'doc1'
+    assert.deepEqual(await store.docVectors(kb, first), points.filter((p) => p.payload.doc_id === first).map((p) => p.dense))
+
+    // Deleting 40 % of the documents frees rows all over the spilled segments; new points take them.
+    const gone = new Set(Array.from({ length: 90 }, (_, d) => `doc${d}`).filter((_, d) => d % 5 < 2))
+    for (const d of gone) assert.equal(await store.deleteByDoc(kb, d), 10)
+    const fresh = randomPoints(kb, 300, 94, DIMS, 10, 'new')
+    await store.upsert(kb, fresh)
+    await store.upsert(kb, randomPoints(kb, 10, 95, DIMS, 10, 'more'))
+    stats = (await store.stats(kb))!
+    assert.ok(stats.rows < 900 + 310, `rows were reused (${stats.rows} rows for ${900 + 310} upserts)`)
+    const more = randomPoints(kb, 10, 95, DIMS, 10, 'more')
+    let live = [...points.filter((p) => !gone.has(p.payload.doc_id)), ...fresh, ...more]
+    await assertMatchesReference(store, kb, live, 96)
+    assert.deepEqual(await store.docVectors(kb, 'new7'), fresh.filter((p) => p.payload.doc_id === 'new7').map((p) => p.dense))
+    await store.whenIndexed(kb)
+    await assertMatchesReference(store, kb, live, 97)
+
+    // The snapshot reads the spilled segments back from the file; the file goes with the close.
+    await store.snapshot(kb)
+    await store.close()
+    assert.equal(await exists(spillFile(dir, kb)), false)
+    store = await open(dir, opts)
+    assert.equal((await store.stats(kb))!.onDiskRows, Math.floor(stats.rows / 16) * 16)
+    await assertMatchesReference(store, kb, live, 98)
+    live = live.filter((p) => p.payload.doc_id !== 'new3')
+    assert.equal(await store.deleteByDoc(kb, 'new3'), 10)
+    await store.close()
+    // The same files opened with everything in memory.
+    store = await open(dir, { ...opts, denseOnDisk: false })
+    t.after(() => store.close())
+    assert.equal((await store.stats(kb))!.onDiskRows, 0)
+    assert.equal(await exists(spillFile(dir, kb)), false)
+    await assertMatchesReference(store, kb, live, 99)
+  })
+
+  it('keeps a collection within the exact-scan size in memory', async (t) => {
+    const dir = await tempDir(t)
+    const store = await open(dir, { segmentRows: 16 })
+    t.after(() => store.close())
+    const points = randomPoints('kb-small', 100, 101)
+    await store.upsert('kb-small', points)
+    assert.equal((await store.stats('kb-small'))!.onDiskRows, 0)
+    assert.equal(await exists(spillFile(dir, 'kb-small')), false)
+    await assertMatchesReference(store, 'kb-small', points, 102)
+  })
+
+  it('refuses a segment size that is not a power of two', async (t) => {
+    await assert.rejects(open(await tempDir(t), { segmentRows: 24 }), /segmentRows must be a power of two/)
+  })
+})
+
 describe('embedded vector store: filtered search', () => {
   /** randomPoints with a doc_type per document: one in 100 documents 'rare', one in 5 'pdf', the rest 'md'. */
   function typedPoints(kb: string, n: number, seed: number, dims: number): VectorPoint[] {
@@ -775,6 +852,22 @@ describe('embedded vector store: filtered search', () => {
     const { store, points, dims } = await graphStore(t, kb, 61, { filterScanBudget: 0, filterGraphCost: 1e9 })
     assert.equal(await assertFiltered(store, kb, points, (p) => p.payload.doc_type === 'pdf', { docTypes: ['pdf'] }, 62, dims), 1)
     assert.equal(await assertFiltered(store, kb, points, (p) => p.payload.doc_type === 'rare', { docTypes: ['rare'], updatedBefore: Date.parse('2100-01-01T00:00:00Z') }, 63, dims), 1)
+  })
+
+  it('gives the same filtered answers with the f32 originals on disk (gathered runs, the row loop, waiting rows)', async (t) => {
+    for (const [i, extra] of [{}, { filterScanBudget: 0, filterGraphCost: 1e9 }, { filterScanBudget: 0, filterGraphCost: 0 }].entries()) {
+      const kb = `kb-filter-spill-${i}`
+      const { store, points, dims } = await graphStore(t, kb, 71 + i, { segmentRows: 16, ...extra })
+      // The segment the last rows went to stays in memory, full or not.
+      assert.equal((await store.stats(kb))!.onDiskRows, Math.floor((2000 - 1) / 16) * 16)
+      const exact = i < 2 ? 1 : undefined
+      const pdf = await assertFiltered(store, kb, points, (p) => p.payload.doc_type === 'pdf', { docTypes: ['pdf'] }, 72, dims)
+      const two = await assertFiltered(store, kb, points, (p) => p.payload.doc_id === 'doc3' || p.payload.doc_id === 'doc150', { docIds: ['doc3', 'doc150'] }, 73, dims)
+      if (exact !== undefined) assert.deepEqual([pdf, two], [exact, exact])
+      const late = typedPoints(kb, 40, 74, dims).map((p) => ({ ...p, payload: { ...p.payload, chunk_id: `late-${p.payload.chunk_id}`, doc_id: `late-${p.payload.doc_id}` } }))
+      await store.upsert(kb, late)
+      await assertFiltered(store, kb, [...points, ...late], (p) => p.payload.doc_type === 'pdf', { docTypes: ['pdf'] }, 75, dims)
+    }
   })
 
   it('filters rows restored from a snapshot, whose filter columns are filled after the open', async (t) => {
