@@ -59,6 +59,8 @@ type Op =
 const MANIFEST = 'manifest.json'
 /** The dense index's spill file: scratch, rebuilt at every open. */
 const SPILL_FILE = 'dense.f32'
+/** The payload table's spill file (the rows of the dense index's spilled segments): scratch too. */
+const PAYLOAD_SPILL_FILE = 'payloads.jsonl'
 const walName = (seq: number) => `wal-${String(seq).padStart(10, '0')}.log`
 const WAL_RE = /^wal-(\d+)\.log$/
 
@@ -70,7 +72,7 @@ export class Collection {
   private manifest: Manifest
   private readonly dense: DenseIndex
   private readonly sparse = new SparseIndex()
-  private readonly payloads = new PayloadTable()
+  private readonly payloads: PayloadTable
   private readonly chunkRow = new Map<string, number>()
   private readonly docRows = new Map<string, Set<number>>()
   /** Rows free for reuse (no stale index entry points at them). */
@@ -109,6 +111,7 @@ export class Collection {
     this.opts = opts
     this.manifest = manifest
     this.dense = new DenseIndex(usearch, { ...opts, dimensions: dims, spillPath: opts.denseOnDisk ? join(dir, SPILL_FILE) : undefined })
+    this.payloads = new PayloadTable(opts.denseOnDisk ? join(dir, PAYLOAD_SPILL_FILE) : undefined)
   }
 
   static async create(kbId: string, dir: string, dims: number, usearch: Usearch, opts: CollectionOptions): Promise<Collection> {
@@ -209,6 +212,7 @@ export class Collection {
       snapshotSeq: this.manifest.snapshot?.seq ?? 0,
       graphFailure: this.dense.failure === undefined ? null : String(this.dense.failure),
       onDiskRows: this.dense.spilledRows,
+      payloadsOnDisk: this.payloads.onDisk,
     }
   }
 
@@ -320,6 +324,8 @@ export class Collection {
       if (rows === undefined) this.docRows.set(payload.doc_id, (rows = new Set()))
       rows.add(row)
     }
+    // Payloads follow the dense rows to disk, segment by segment.
+    if (this.dense.spilledRows > this.payloads.spilledUpTo) this.payloads.spillRows(this.dense.spilledRows)
   }
 
   private applyDelete(docId: string): number {
@@ -430,7 +436,7 @@ export class Collection {
     const chunkIndex = new Int32Array(n)
     const chunkIds: string[] = new Array(n)
     const docIds: string[] = new Array(n)
-    const payloads: (ChunkPayload | Uint8Array)[] = new Array(n)
+    const payloads: SnapshotCapture['payloads'] = new Array(n)
     const sparse: SparseVector[] = new Array(n)
     let i = 0
     for (let row = 0; row < this.dense.rowsEnd; row++) {
@@ -457,6 +463,7 @@ export class Collection {
       docIds,
       chunkIndex,
       payloads,
+      readPayload: (ref) => this.payloads.readRecord(ref.at, ref.length),
     }
   }
 
@@ -522,6 +529,7 @@ export class Collection {
       const stale =
         name.endsWith('.tmp') ||
         name === SPILL_FILE ||
+        name === PAYLOAD_SPILL_FILE ||
         (m !== null && snap !== null && Number(m[1]) <= snap.seq) ||
         (/^(points|hnsw)-\d+\./.test(name) && name !== snap?.points && name !== snap?.graph)
       if (stale) await fs.rm(join(this.dir, name), { force: true })
@@ -578,6 +586,7 @@ export class Collection {
     }
     // The snapshot's rows were read into memory whole; the full segments go to the spill file now.
     this.dense.spill()
+    this.payloads.spillRows(this.dense.spilledRows)
     this.walSeq = segments.length > 0 ? segments[segments.length - 1] : (snap?.seq ?? 0) + 1
     this.wal = await WalFile.open(join(this.dir, walName(this.walSeq)))
     if (segments.length === 0) await fsyncDir(this.dir)
@@ -595,7 +604,7 @@ export class Collection {
     while (this.looping) await this.loopDone
     await this.snapshotTask?.catch(() => {})
     this.dense.close()
-    this.payloads.stop()
+    this.payloads.close()
     await this.wal.close()
   }
 

@@ -68,7 +68,8 @@ export interface EmbeddedVectorStoreOptions {
   /**
    * Keep the f32 originals of full 4,096-row arena segments in a file in the collection's folder (`dense.f32`,
    * scratch) instead of in memory, reading them back for rescoring and scans; the graph keeps its f16/bf16 copy in
-   * memory. Default true. Collections at most exactBudget values are never spilled.
+   * memory. Those rows' payloads (and a snapshot's, once read) go to `payloads.jsonl` beside it, read back for the
+   * hits a search returns. Default true. Collections at most exactBudget values are never spilled.
    */
   denseOnDisk?: boolean
   /** Rows per arena segment (a power of two from 16); the unit kept in memory or spilled. Default 4,096. */
@@ -93,6 +94,8 @@ export interface CollectionStats {
   graphFailure: string | null
   /** Rows whose f32 vector is read from the spill file (denseOnDisk), not held in memory. */
   onDiskRows: number
+  /** Rows whose payload is read from the payload spill file (denseOnDisk). */
+  payloadsOnDisk: number
 }
 
 export interface EmbeddedVectorStore extends VectorStore {

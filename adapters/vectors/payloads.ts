@@ -5,7 +5,23 @@
 // The fields a search filter reads (source_type, doc_type, source, updated_at) are columns beside them: filled on
 // write, and for snapshot rows in the background after the start (one parse per row, once; a filtered search
 // that comes first finishes the job), so that opening a collection stays a handful of large reads.
+//
+// With a spill file (the collection's dense vectors on disk, DenseIndex), payloads go to disk as well, as JSON
+// records read back when a hit's payload is asked for: the rows of each arena segment the dense index spills, once,
+// and the snapshot's blob once its filter columns are filled. A row written again later holds its object in memory
+// until the next open (records are never rewritten), so the file grows by at most one record per row per open.
+// Like the dense spill file it is scratch: rebuilt at every open, removed at close.
+import { closeSync, openSync, readSync, rmSync, writeSync } from 'node:fs'
+import { serviceUnavailable } from '../../kernel/errors.ts'
 import type { ChunkPayload, VectorHit } from '../ports.ts'
+
+/** A payload record in the spill file: what a snapshot capture holds for a row whose payload is on disk. */
+export class PayloadRef {
+  constructor(
+    readonly at: number,
+    readonly length: number,
+  ) {}
+}
 
 class StoredHit implements VectorHit {
   private cached: ChunkPayload | undefined
@@ -13,14 +29,21 @@ class StoredHit implements VectorHit {
     readonly score: number,
     readonly id: string,
     private readonly object: ChunkPayload | undefined,
-    private readonly blob: Buffer | null,
+    private readonly blob: Buffer | PayloadTable | null,
     private readonly from: number,
     private readonly to: number,
   ) {}
 
   /** A fresh object (the caller may keep and change it), the same one on every read of this hit. */
   get payload(): ChunkPayload {
-    this.cached ??= this.object !== undefined ? { ...this.object } : (JSON.parse(this.blob!.toString('utf8', this.from, this.to)) as ChunkPayload)
+    if (this.cached === undefined) {
+      if (this.object !== undefined) this.cached = { ...this.object }
+      else {
+        // Spill records are never overwritten: the bytes read later are those of the moment of the hit.
+        const bytes = this.blob instanceof PayloadTable ? this.blob.readRecord(this.from, this.to - this.from) : this.blob!.subarray(this.from, this.to)
+        this.cached = JSON.parse(bytes.toString('utf8')) as ChunkPayload
+      }
+    }
     return this.cached
   }
 }
@@ -45,11 +68,24 @@ export class PayloadTable {
   /** Snapshot rows from this row on may have their filter columns unfilled (blobEntry.length: none). */
   private columnsFrom = Number.MAX_SAFE_INTEGER
   private filling: NodeJS.Immediate | undefined
+  // The spill file: row -> record offset (-1: none) and length.
+  private readonly spillPath: string | undefined
+  private fd = -1
+  private fileEnd = 0
+  private fileAt = new Float64Array(1024).fill(-1)
+  private fileLen = new Int32Array(1024)
+  /** Rows below this were offered to spillRows (the dense index's spilled segments). */
+  spilledUpTo = 0
+
+  constructor(spillPath?: string) {
+    this.spillPath = spillPath
+  }
 
   set(row: number, payload: ChunkPayload): void {
     this.ensure(row + 1)
     this.objects[row] = payload
     this.blobEntry[row] = -1
+    this.fileAt[row] = -1
     this.chunkIds[row] = payload.chunk_id
     this.docIds[row] = payload.doc_id
     this.chunkIndex[row] = payload.chunk_index
@@ -95,6 +131,86 @@ export class PayloadTable {
     this.filling = undefined
   }
 
+  /** Stops, then closes and removes the spill file (the table is not used after this). */
+  close(): void {
+    this.stop()
+    if (this.fd >= 0) {
+      closeSync(this.fd)
+      this.fd = -1
+      rmSync(this.spillPath!, { force: true })
+    }
+  }
+
+  /** Rows whose payload is in the spill file. */
+  get onDisk(): number {
+    let n = 0
+    for (let row = 0; row < this.chunkIds.length; row++) if (this.fileAt[row] >= 0 && this.objects[row] === undefined) n++
+    return n
+  }
+
+  /**
+   * Writes the payload objects of rows spilledUpTo..end to the spill file in one write and drops them from memory;
+   * rows below spilledUpTo that are written again keep their object. No-op without a spill file.
+   */
+  spillRows(end: number): void {
+    if (this.spillPath === undefined || end <= this.spilledUpTo) return
+    const parts: Buffer[] = []
+    const rows: number[] = []
+    for (let row = this.spilledUpTo; row < end; row++) {
+      const o = this.objects[row]
+      if (o === undefined) continue
+      parts.push(Buffer.from(JSON.stringify(o), 'utf8'))
+      rows.push(row)
+    }
+    this.spilledUpTo = end
+    if (rows.length === 0) return
+    let at = this.append(Buffer.concat(parts))
+    for (let i = 0; i < rows.length; i++) {
+      const row = rows[i]
+      this.fileAt[row] = at
+      this.fileLen[row] = parts[i].length
+      this.objects[row] = undefined
+      at += parts[i].length
+    }
+  }
+
+  /** Moves the snapshot's blob to the spill file once the filter columns no longer need it. */
+  private spillBlob(): void {
+    if (this.spillPath === undefined || this.blob === null || this.columnsFrom !== Number.MAX_SAFE_INTEGER) return
+    const base = this.append(this.blob)
+    const offsets = this.blobOffsets!
+    for (let row = 0; row < this.blobEntry.length; row++) {
+      const entry = this.blobEntry[row]
+      if (entry < 0) continue
+      this.fileAt[row] = base + offsets[entry]
+      this.fileLen[row] = offsets[entry + 1] - offsets[entry]
+      this.blobEntry[row] = -1
+    }
+    this.blob = null
+    this.blobOffsets = null
+  }
+
+  private append(bytes: Uint8Array): number {
+    if (this.fd < 0) this.fd = openSync(this.spillPath!, 'w+')
+    const at = this.fileEnd
+    for (let done = 0; done < bytes.length; ) done += writeSync(this.fd, bytes, done, bytes.length - done, at + done)
+    this.fileEnd += bytes.length
+    return at
+  }
+
+  /** The bytes of a spill record. */
+  readRecord(at: number, length: number): Buffer {
+    // A hit read after its collection closed (a search racing the KB's deletion or the shutdown).
+    if (this.fd < 0) throw serviceUnavailable('The vector collection of this hit is closed')
+    const out = Buffer.allocUnsafe(length)
+    for (let done = 0; done < length; ) {
+      const n = readSync(this.fd, out, done, length - done, at + done)
+      if (n === 0) throw new Error('vector payload file ends before its record')
+      done += n
+    }
+    return out
+  }
+
   private fillSnapshotColumns(maxRows: number): void {
     const end = Math.min(this.blobEntry.length, this.columnsFrom + maxRows)
     for (let row = this.columnsFrom; row < end; row++) {
@@ -102,6 +218,7 @@ export class PayloadTable {
       if (entry >= 0) this.fillColumns(row, JSON.parse(this.blob!.toString('utf8', this.blobOffsets![entry], this.blobOffsets![entry + 1])) as ChunkPayload)
     }
     this.columnsFrom = end >= this.blobEntry.length ? Number.MAX_SAFE_INTEGER : end
+    this.spillBlob()
   }
 
   private fillColumns(row: number, payload: ChunkPayload): void {
@@ -127,6 +244,7 @@ export class PayloadTable {
       const row = rows[i]
       this.objects[row] = undefined
       this.blobEntry[row] = i
+      this.fileAt[row] = -1
       this.chunkIds[row] = chunkIds[i]
       this.docIds[row] = docIds[i]
       this.chunkIndex[row] = chunkIndex[i]
@@ -137,6 +255,7 @@ export class PayloadTable {
   delete(row: number): void {
     this.objects[row] = undefined
     this.blobEntry[row] = -1
+    this.fileAt[row] = -1
     this.chunkIds[row] = undefined
     this.docIds[row] = undefined
   }
@@ -149,14 +268,21 @@ export class PayloadTable {
   hit(row: number, score: number): VectorHit {
     const entry = this.blobEntry[row]
     if (entry >= 0) return new StoredHit(score, this.chunkIds[row]!, undefined, this.blob, this.blobOffsets![entry], this.blobOffsets![entry + 1])
-    return new StoredHit(score, this.chunkIds[row]!, this.objects[row], null, 0, 0)
+    const object = this.objects[row]
+    if (object === undefined && this.fileAt[row] >= 0) return new StoredHit(score, this.chunkIds[row]!, undefined, this, this.fileAt[row], this.fileAt[row] + this.fileLen[row])
+    return new StoredHit(score, this.chunkIds[row]!, object, null, 0, 0)
   }
 
-  /** What a snapshot writes: the object, or the JSON bytes it was restored from (never re-encoded). */
-  raw(row: number): ChunkPayload | Uint8Array {
+  /**
+   * What a snapshot writes: the object, the JSON bytes it was restored from (never re-encoded), or where its
+   * record is in the spill file (read with readRecord while the snapshot is written; records never change).
+   */
+  raw(row: number): ChunkPayload | Uint8Array | PayloadRef {
     const entry = this.blobEntry[row]
     if (entry >= 0) return this.blob!.subarray(this.blobOffsets![entry], this.blobOffsets![entry + 1])
-    return this.objects[row]!
+    const object = this.objects[row]
+    if (object === undefined && this.fileAt[row] >= 0) return new PayloadRef(this.fileAt[row], this.fileLen[row])
+    return object!
   }
 
   private ensure(n: number): void {
@@ -169,6 +295,12 @@ export class PayloadTable {
     const be = new Int32Array(cap).fill(-1)
     be.set(this.blobEntry)
     this.blobEntry = be
+    const fa = new Float64Array(cap).fill(-1)
+    fa.set(this.fileAt)
+    this.fileAt = fa
+    const fl = new Int32Array(cap)
+    fl.set(this.fileLen)
+    this.fileLen = fl
     const grow = <T extends Int32Array | Float64Array>(a: T, b: T): T => {
       b.set(a)
       return b

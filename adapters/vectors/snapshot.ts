@@ -15,6 +15,7 @@ import type { FileHandle } from 'node:fs/promises'
 import { crc32 } from 'node:zlib'
 import type { ChunkPayload, SparseVector } from '../ports.ts'
 import type { PostingsCapture, PostingsData } from './sparse-index.ts'
+import { PayloadRef } from './payloads.ts'
 
 const MAGIC = 0x4e535651 // 'QVSN'
 const VERSION = 2
@@ -41,8 +42,10 @@ export interface SnapshotCapture {
   chunkIds: string[]
   docIds: string[]
   chunkIndex: Int32Array
-  /** A payload object, or the JSON bytes it was restored from. */
-  payloads: (ChunkPayload | Uint8Array)[]
+  /** A payload object, the JSON bytes it was restored from, or its record in the payload spill file. */
+  payloads: (ChunkPayload | Uint8Array | PayloadRef)[]
+  /** Reads a PayloadRef's bytes (needed when payloads holds one). */
+  readPayload?: (ref: PayloadRef) => Uint8Array
 }
 
 export interface SnapshotData {
@@ -212,7 +215,7 @@ export async function writeSnapshot(path: string, c: SnapshotCapture): Promise<n
         for (let j = i; j < end; j++) {
           const p = c.payloads[j]
           // Bytes restored from the previous snapshot are copied as they are, never parsed again.
-          const bytes = p instanceof Uint8Array ? p : Buffer.from(JSON.stringify(p), 'utf8')
+          const bytes = p instanceof Uint8Array ? p : p instanceof PayloadRef ? c.readPayload!(p) : Buffer.from(JSON.stringify(p), 'utf8')
           payloadOffsets[j] = at
           at += bytes.length
           parts.push(bytes)

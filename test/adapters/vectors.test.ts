@@ -702,6 +702,7 @@ describe('embedded vector store: behaviour', () => {
 
 describe('embedded vector store: f32 originals on disk', () => {
   const spillFile = (dir: string, kb: string) => join(dir, kb, 'dense.f32')
+  const payloadFile = (dir: string, kb: string) => join(dir, kb, 'payloads.jsonl')
   const exists = (path: string) => fs.stat(path).then(() => true, () => false)
 
   it('answers from spilled segments as from memory: pending scan, graph rescoring, reused rows, docVectors, snapshot and restart', async (t) => {
@@ -716,6 +717,10 @@ describe('embedded vector store: f32 originals on disk', () => {
     assert.equal(stats.onDiskRows, Math.floor((900 - 1) / 16) * 16)
     assert.ok(await exists(spillFile(dir, kb)))
     assert.equal((await fs.stat(spillFile(dir, kb))).size, stats.onDiskRows * DIMS * 4)
+    // Their payloads followed them, one record each; search hits below read them back.
+    assert.equal(stats.payloadsOnDisk, stats.onDiskRows)
+    const records = (await fs.readFile(payloadFile(dir, kb), 'utf8')).match(/\{"chunk_id"/g) ?? []
+    assert.equal(records.length, stats.onDiskRows)
     await assertMatchesReference(store, kb, points, 92)
     await store.whenIndexed(kb)
     await assertMatchesReference(store, kb, points, 93)
@@ -730,6 +735,8 @@ describe('embedded vector store: f32 originals on disk', () => {
     await store.upsert(kb, randomPoints(kb, 10, 95, DIMS, 10, 'more'))
     stats = (await store.stats(kb))!
     assert.ok(stats.rows < 900 + 310, `rows were reused (${stats.rows} rows for ${900 + 310} upserts)`)
+    // Reused rows of spilled segments hold their new payload in memory; the deleted ones left the file's count.
+    assert.ok(stats.payloadsOnDisk > 0 && stats.payloadsOnDisk <= stats.onDiskRows && stats.payloadsOnDisk < 900 + 310 - 360, `payloads on disk: ${stats.payloadsOnDisk}`)
     const more = randomPoints(kb, 10, 95, DIMS, 10, 'more')
     let live = [...points.filter((p) => !gone.has(p.payload.doc_id)), ...fresh, ...more]
     await assertMatchesReference(store, kb, live, 96)
@@ -741,12 +748,22 @@ describe('embedded vector store: f32 originals on disk', () => {
     await store.snapshot(kb)
     await store.close()
     assert.equal(await exists(spillFile(dir, kb)), false)
+    assert.equal(await exists(payloadFile(dir, kb)), false)
     store = await open(dir, opts)
     assert.equal((await store.stats(kb))!.onDiskRows, Math.floor(stats.rows / 16) * 16)
     await assertMatchesReference(store, kb, live, 98)
+    // A filtered search fills the restored rows' filter columns; the snapshot's payloads then go to the file.
+    const someDocs = ['doc2', 'new5', 'more0']
+    const filtered = await store.search(kb, { dense: live[0].dense, limit: 50, filter: { docIds: someDocs } })
+    assert.deepEqual(filtered.dense.map((h) => h.payload.doc_id).sort(), live.filter((p) => someDocs.includes(p.payload.doc_id)).map((p) => p.payload.doc_id).sort())
+    assert.equal((await store.stats(kb))!.payloadsOnDisk, live.length)
+    await assertMatchesReference(store, kb, live, 100)
     live = live.filter((p) => p.payload.doc_id !== 'new3')
     assert.equal(await store.deleteByDoc(kb, 'new3'), 10)
+    // A hit whose payload is still on disk when its collection closes answers 503, not a wrong payload.
+    const held = (await store.search(kb, { dense: live[0].dense, limit: 1 })).dense[0]
     await store.close()
+    assert.throws(() => held.payload, (err: Error & { status?: number }) => err.status === 503 && /closed/.test(err.message))
     // The same files opened with everything in memory.
     store = await open(dir, { ...opts, denseOnDisk: false })
     t.after(() => store.close())
