@@ -203,7 +203,11 @@ function ingest(raw: unknown): Normalised {
     if (Array.isArray(others) && others.length > 0) notes.push(`CPU ms per document of the service's other threads, busiest first: ${others.join(', ')}`)
   }
   const rssTarget = num(raw, 'targets.peak_rss_mb')
+  // From the first upload until the graph caught up.
   add('peak RSS', num(raw, 'results.peak_rss_mb'), null, { unit: 'MB', higher_is_better: false, target: rssTarget })
+  if (num(raw, 'results.ingest_peak_rss_mb') !== undefined) {
+    add('peak RSS until the last document was indexed', num(raw, 'results.ingest_peak_rss_mb'), null, { unit: 'MB', higher_is_better: false, tracked: false })
+  }
   if (num(raw, 'results.high_water_rss_mb') !== undefined) {
     add('process RSS high-water, start included', num(raw, 'results.high_water_rss_mb'), null, { unit: 'MB', higher_is_better: false, tracked: false })
   }
