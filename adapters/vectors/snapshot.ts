@@ -82,29 +82,31 @@ async function readAll(fh: FileHandle, into: Uint8Array, position: number): Prom
   }
 }
 
-/** Longest stretch packPostings holds the event loop before it yields, ms. */
+/** Longest stretch the posting count holds the event loop before it yields, ms. */
 const PACK_SLICE_MS = 4
+/** Entries per chunk of a streamed section (256 KB of u32 or f32). */
+const STREAM_ENTRIES = 1 << 16
 
 /**
- * Posting entries of rows live at capture, packed term by term. Runs in slices of `sliceMs`, yielding to the
- * event loop between them: in one piece it held the loop 37 ms at 11.7k chunks and 129 ms at 36k (2.3M
- * entries) in the middle of a bulk ingest. Safe to interleave: a capture's posting arrays are not changed
- * below their captured lengths while a snapshot is written (appends go past them, compaction waits). When
- * every row up to rowsEnd is live (no delete since the last compaction), each list is copied whole.
+ * Posting entries of rows live at capture, term by term: the kept terms and their offsets, counted first, then
+ * the entries themselves as chunks of up to STREAM_ENTRIES (rows(), weights()), so a snapshot never holds a copy
+ * of all the postings (7M entries, 56 MB, at 70k chunks). The count runs in slices of `sliceMs`, yielding to the
+ * event loop between them: in one piece packing held the loop 37 ms at 11.7k chunks and 129 ms at 36k (2.3M
+ * entries) in the middle of a bulk ingest. Safe to interleave: a capture's posting arrays are not changed below
+ * their captured lengths while a snapshot is written (appends go past them, compaction waits). When every row
+ * up to rowsEnd is live (no delete since the last compaction), each list is taken whole.
  */
-export async function packPostings(c: Pick<SnapshotCapture, 'rows' | 'rowsEnd' | 'postings'>, sliceMs = PACK_SLICE_MS): Promise<{ terms: Uint32Array; offsets: Uint32Array; rows: Uint32Array; weights: Float32Array }> {
+export async function postingSections(c: Pick<SnapshotCapture, 'rows' | 'rowsEnd' | 'postings'>, sliceMs = PACK_SLICE_MS): Promise<{ terms: Uint32Array; offsets: Uint32Array; rows: () => Iterable<Uint8Array>; weights: () => Iterable<Uint8Array> }> {
   let live: Uint8Array | null = null
   if (c.rows.length !== c.rowsEnd) {
     live = new Uint8Array(c.rowsEnd)
     for (let i = 0; i < c.rows.length; i++) live[c.rows[i]] = 1
   }
   const p = c.postings
-  let total = 0
-  for (let t = 0; t < p.terms.length; t++) total += p.lens[t]
-  const rows = new Uint32Array(total)
-  const weights = new Float32Array(total)
   const terms = new Uint32Array(p.terms.length)
   const offsets = new Uint32Array(p.terms.length + 1)
+  /** Index in p of each kept term. */
+  const from = new Uint32Array(p.terms.length)
   let kept = 0
   let w = 0
   let sliceStart = performance.now()
@@ -113,30 +115,77 @@ export async function packPostings(c: Pick<SnapshotCapture, 'rows' | 'rowsEnd' |
       await new Promise((resolve) => setImmediate(resolve))
       sliceStart = performance.now()
     }
-    const start = w
     const len = p.lens[t]
-    const pr = p.rows[t]
-    const pw = p.weights[t]
-    if (live === null) {
-      rows.set(pr.subarray(0, len), w)
-      weights.set(pw.subarray(0, len), w)
-      w += len
-    } else {
+    let n = len
+    if (live !== null) {
+      n = 0
+      const pr = p.rows[t]
       for (let j = 0; j < len; j++) {
         const row = pr[j]
-        if (row < c.rowsEnd && live[row] === 1) {
-          rows[w] = row
-          weights[w] = pw[j]
-          w++
-        }
+        if (row < c.rowsEnd && live[row] === 1) n++
       }
     }
-    if (w > start) {
+    if (n > 0) {
+      w += n
       terms[kept] = p.terms[t]
+      from[kept] = t
       offsets[++kept] = w
     }
   }
-  return { terms: terms.subarray(0, kept), offsets: offsets.subarray(0, kept + 1), rows: rows.subarray(0, w), weights: weights.subarray(0, w) }
+  function* entries(pick: 'rows' | 'weights'): Iterable<Uint8Array> {
+    let out = pick === 'rows' ? new Uint32Array(STREAM_ENTRIES) : new Float32Array(STREAM_ENTRIES)
+    let o = 0
+    for (let k = 0; k < kept; k++) {
+      const t = from[k]
+      const len = p.lens[t]
+      const pr = p.rows[t]
+      const src = pick === 'rows' ? pr : p.weights[t]
+      for (let j = 0; j < len; j++) {
+        if (live !== null) {
+          const row = pr[j]
+          if (!(row < c.rowsEnd && live[row] === 1)) continue
+        }
+        out[o++] = src[j]
+        if (o === out.length) {
+          yield view(out)
+          // A new array: the consumer may still hold the one it was given.
+          out = pick === 'rows' ? new Uint32Array(STREAM_ENTRIES) : new Float32Array(STREAM_ENTRIES)
+          o = 0
+        }
+      }
+    }
+    if (o > 0) yield view(out.subarray(0, o))
+  }
+  return { terms: terms.subarray(0, kept), offsets: offsets.subarray(0, kept + 1), rows: () => entries('rows'), weights: () => entries('weights') }
+}
+
+/** postingSections with the entries gathered into whole arrays (what the snapshot file holds). */
+export async function packPostings(c: Pick<SnapshotCapture, 'rows' | 'rowsEnd' | 'postings'>, sliceMs = PACK_SLICE_MS): Promise<{ terms: Uint32Array; offsets: Uint32Array; rows: Uint32Array; weights: Float32Array }> {
+  const sections = await postingSections(c, sliceMs)
+  const gather = <T extends Uint32Array | Float32Array>(parts: Iterable<Uint8Array>, out: T): T => {
+    const bytes = new Uint8Array(out.buffer)
+    let at = 0
+    for (const part of parts) {
+      bytes.set(part, at)
+      at += part.length
+    }
+    return out
+  }
+  const total = sections.offsets[sections.offsets.length - 1] ?? 0
+  return { terms: sections.terms, offsets: sections.offsets, rows: gather(sections.rows(), new Uint32Array(total)), weights: gather(sections.weights(), new Float32Array(total)) }
+}
+
+/** One of a capture's per-point sparse arrays (`indices` or `values`) back to back, in chunks of about STREAM_ENTRIES. */
+function* sparseSection(c: SnapshotCapture, offsets: Uint32Array, field: 'indices' | 'values'): Iterable<Uint8Array> {
+  const count = c.rows.length
+  for (let i = 0; i < count; ) {
+    let j = i + 1
+    while (j < count && offsets[j + 1] - offsets[i] <= STREAM_ENTRIES) j++
+    const out = field === 'indices' ? new Uint32Array(offsets[j] - offsets[i]) : new Float32Array(offsets[j] - offsets[i])
+    for (let k = i; k < j; k++) out.set(c.sparse[k][field], offsets[k] - offsets[i])
+    yield view(out)
+    i = j
+  }
 }
 
 /** Writes the snapshot to path and fsyncs it; returns its size in bytes. */
@@ -167,24 +216,18 @@ export async function writeSnapshot(path: string, c: SnapshotCapture): Promise<n
       nnz += c.sparse[i].indices.length
       offsets[i + 1] = nnz
     }
-    const indices = new Uint32Array(nnz)
-    const values = new Float32Array(nnz)
-    for (let i = 0; i < count; i++) {
-      indices.set(c.sparse[i].indices, offsets[i])
-      values.set(c.sparse[i].values, offsets[i])
-    }
     await put('rows', [view(rows)])
     await put('inGraph', [c.inGraph.subarray(0, count)])
     await put('norms', [view(norms)])
     await put('dense', c.dense)
     await put('sparseOffsets', [view(offsets)])
-    await put('sparseIndices', [view(indices)])
-    await put('sparseValues', [view(values)])
-    const postings = await packPostings(c)
+    await put('sparseIndices', sparseSection(c, offsets, 'indices'))
+    await put('sparseValues', sparseSection(c, offsets, 'values'))
+    const postings = await postingSections(c)
     await put('terms', [view(postings.terms)])
     await put('postingOffsets', [view(postings.offsets)])
-    await put('postingRows', [view(postings.rows)])
-    await put('postingWeights', [view(postings.weights)])
+    await put('postingRows', postings.rows())
+    await put('postingWeights', postings.weights())
 
     const idOffsets = new Float64Array(2 * count + 1)
     const ids = function* () {

@@ -438,6 +438,51 @@ describe('embedded vector store: graph type for the CPU', () => {
 })
 
 describe('embedded vector store: snapshot postings', () => {
+  it('writes the per-point sparse vectors and the postings in chunks and reads them back whole', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-stream'
+    // 900 points of 120 terms: 108k entries, two chunks of each streamed section (65,536 entries).
+    const r = rng(111)
+    const points = randomPoints(kb, 900, 112).map((p) => {
+      const terms = new Set<number>()
+      while (terms.size < 120) terms.add(Math.floor(r() * r() * 4000))
+      const indices = Uint32Array.from([...terms].sort((a, b) => a - b))
+      return { ...p, sparse: { indices, values: Float32Array.from(indices, () => Math.round(r() * 30) / 10 + 0.1) } }
+    })
+    let store = await open(dir)
+    await store.upsert(kb, points)
+    assert.equal(await store.deleteByDoc(kb, 'doc50'), 10)
+    let live = points.filter((p) => p.payload.doc_id !== 'doc50')
+    await store.snapshot(kb)
+    await store.close()
+    store = await open(dir)
+    t.after(() => store.close())
+    const check = async (seed: number) => {
+      const q = rng(seed)
+      for (let n = 0; n < 8; n++) {
+        const sq = sparse([[Math.floor(q() * 30), 1], [Math.floor(q() * 400), 0.5], [Math.floor(q() * 3000), 2]])
+        const all = sparseScores(live, sq)
+        const { sparse: hits } = await store.search(kb, { sparse: sq, limit: 10 })
+        const top = [...all].sort((a, b) => b[1] - a[1]).slice(0, 10)
+        assert.deepEqual(hits.map((h) => h.id), top.map(([id]) => id))
+        // The rows of a few documents, scored one by one from their own vectors: first, middle (across the
+        // sections' chunk border near row 546) and last.
+        const docs = ['doc1', 'doc54', 'doc88']
+        const { sparse: rowHits } = await store.search(kb, { sparse: sq, limit: 30, filter: { docIds: docs } })
+        const expected = live.filter((p) => docs.includes(p.payload.doc_id) && all.has(p.payload.chunk_id))
+        assert.equal(rowHits.length, expected.length)
+        for (const h of rowHits) assert.ok(Math.abs(h.score - all.get(h.id)!) < 1e-4, `${h.id}: ${h.score} vs ${all.get(h.id)}`)
+      }
+    }
+    await check(113)
+    // Deleting reads each row's own vector back to lower its terms' document frequencies (the IDF): the first
+    // document, the one holding the last row of the first chunk (index 545 of the 890 points captured), the last.
+    const gone = ['doc0', 'doc55', 'doc89']
+    for (const d of gone) assert.equal(await store.deleteByDoc(kb, d), 10)
+    live = live.filter((p) => !gone.includes(p.payload.doc_id))
+    await check(114)
+  })
+
   // Posting lists as a capture holds them: arrays with room (and stale values) past each captured length.
   function capture(rowsEnd: number, liveRows: number[], lists: [term: number, entries: [row: number, weight: number][]][]) {
     const postings = {
