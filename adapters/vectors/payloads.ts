@@ -15,6 +15,9 @@ import { closeSync, openSync, readSync, rmSync, writeSync } from 'node:fs'
 import { serviceUnavailable } from '../../kernel/errors.ts'
 import type { ChunkPayload, VectorHit } from '../ports.ts'
 
+/** Bytes of a snapshot's payload blob written to the spill file per turn of the event loop. */
+const BLOB_SLICE = 4 << 20
+
 /** A payload record in the spill file: what a snapshot capture holds for a row whose payload is on disk. */
 export class PayloadRef {
   constructor(
@@ -68,6 +71,7 @@ export class PayloadTable {
   /** Snapshot rows from this row on may have their filter columns unfilled (blobEntry.length: none). */
   private columnsFrom = Number.MAX_SAFE_INTEGER
   private filling: NodeJS.Immediate | undefined
+  private blobSpill: NodeJS.Immediate | undefined
   // The spill file: row -> record offset (-1: none) and length.
   private readonly spillPath: string | undefined
   private fd = -1
@@ -129,6 +133,8 @@ export class PayloadTable {
   stop(): void {
     if (this.filling !== undefined) clearImmediate(this.filling)
     this.filling = undefined
+    if (this.blobSpill !== undefined) clearImmediate(this.blobSpill)
+    this.blobSpill = undefined
   }
 
   /** Stops, then closes and removes the spill file (the table is not used after this). */
@@ -174,27 +180,51 @@ export class PayloadTable {
     }
   }
 
-  /** Moves the snapshot's blob to the spill file once the filter columns no longer need it. */
+  /**
+   * Moves the snapshot's blob to the spill file once the filter columns no longer need it, BLOB_SLICE bytes per turn
+   * of the event loop (69 MB in one write had held it 16-212 ms, the kernel throttling dirty pages); the rows read
+   * the blob in memory until the last slice is written.
+   */
   private spillBlob(): void {
-    if (this.spillPath === undefined || this.blob === null || this.columnsFrom !== Number.MAX_SAFE_INTEGER) return
-    const base = this.append(this.blob)
-    const offsets = this.blobOffsets!
-    for (let row = 0; row < this.blobEntry.length; row++) {
-      const entry = this.blobEntry[row]
-      if (entry < 0) continue
-      this.fileAt[row] = base + offsets[entry]
-      this.fileLen[row] = offsets[entry + 1] - offsets[entry]
-      this.blobEntry[row] = -1
+    if (this.spillPath === undefined || this.blob === null || this.columnsFrom !== Number.MAX_SAFE_INTEGER || this.blobSpill !== undefined) return
+    const blob = this.blob
+    const base = this.reserve(blob.length)
+    let done = 0
+    const step = () => {
+      this.blobSpill = undefined
+      // Closed meanwhile.
+      if (this.fd < 0) return
+      const end = Math.min(blob.length, done + BLOB_SLICE)
+      while (done < end) done += writeSync(this.fd, blob, done, end - done, base + done)
+      if (done < blob.length) {
+        this.blobSpill = setImmediate(step)
+        return
+      }
+      const offsets = this.blobOffsets!
+      for (let row = 0; row < this.blobEntry.length; row++) {
+        const entry = this.blobEntry[row]
+        if (entry < 0) continue
+        this.fileAt[row] = base + offsets[entry]
+        this.fileLen[row] = offsets[entry + 1] - offsets[entry]
+        this.blobEntry[row] = -1
+      }
+      this.blob = null
+      this.blobOffsets = null
     }
-    this.blob = null
-    this.blobOffsets = null
+    this.blobSpill = setImmediate(step)
+  }
+
+  /** Room for `length` bytes at the end of the spill file (opened on first use); returns where. */
+  private reserve(length: number): number {
+    if (this.fd < 0) this.fd = openSync(this.spillPath!, 'w+')
+    const at = this.fileEnd
+    this.fileEnd += length
+    return at
   }
 
   private append(bytes: Uint8Array): number {
-    if (this.fd < 0) this.fd = openSync(this.spillPath!, 'w+')
-    const at = this.fileEnd
+    const at = this.reserve(bytes.length)
     for (let done = 0; done < bytes.length; ) done += writeSync(this.fd, bytes, done, bytes.length - done, at + done)
-    this.fileEnd += bytes.length
     return at
   }
 

@@ -801,6 +801,8 @@ describe('embedded vector store: f32 originals on disk', () => {
     const someDocs = ['doc2', 'new5', 'more0']
     const filtered = await store.search(kb, { dense: live[0].dense, limit: 50, filter: { docIds: someDocs } })
     assert.deepEqual(filtered.dense.map((h) => h.payload.doc_id).sort(), live.filter((p) => someDocs.includes(p.payload.doc_id)).map((p) => p.payload.doc_id).sort())
+    // Written a slice per turn of the event loop (one slice at this size).
+    for (let turn = 0; turn < 200 && (await store.stats(kb))!.payloadsOnDisk < live.length; turn++) await new Promise((r) => setTimeout(r, 10))
     assert.equal((await store.stats(kb))!.payloadsOnDisk, live.length)
     await assertMatchesReference(store, kb, live, 100)
     live = live.filter((p) => p.payload.doc_id !== 'new3')
