@@ -20,11 +20,12 @@
 // row (rescoring, the scan of rows waiting for the graph, filtered scans, graph insertion) are positioned reads of
 // that file, runs of consecutive rows in one read; a write to a spilled row (a reused row) goes to the file. The file
 // is scratch: it is rebuilt from the snapshot and the log at every open, never fsync'd, and removed at close.
-import { closeSync, openSync, readFileSync, readSync, rmSync, writeSync, read as readCb } from 'node:fs'
+import { closeSync, openSync, readFileSync, rmSync, read as readCb } from 'node:fs'
 import { promisify } from 'node:util'
 import type { Index } from 'usearch'
 import type { RowSet } from './filter.ts'
 import { createQueryDot } from './dot.ts'
+import { readAllSync, writeAllSync } from './files.ts'
 import { TopK } from './top-k.ts'
 
 export type Usearch = typeof import('usearch').default
@@ -303,12 +304,21 @@ export class DenseIndex {
         i++
         continue
       }
-      const segEnd = ((row >>> this.segShift) + 1) << this.segShift
-      let j = i + 1
-      while (j < count && rows[j] === rows[j - 1] + 1 && rows[j] < segEnd) j++
+      const j = this.runEnd(rows, i, count, count)
       this.readSpilled(row, j - i, into, i * d)
       i = j
     }
+  }
+
+  /**
+   * End (exclusive) of the run of consecutive rows from rows[i] (a row of a spilled segment) that stay in its
+   * segment: at most `limit` rows and not past `to`. One read fetches them all.
+   */
+  private runEnd(rows: ArrayLike<number>, i: number, to: number, limit: number): number {
+    const segEnd = ((rows[i] >>> this.segShift) + 1) << this.segShift
+    let j = i + 1
+    while (j < to && j - i < limit && rows[j] === rows[j - 1] + 1 && rows[j] < segEnd) j++
+    return j
   }
 
   // ---- the spill file -----------------------------------------------------------------------------
@@ -318,7 +328,7 @@ export class DenseIndex {
     return this.opts.spillPath !== undefined && this.rowsEnd * this.dims > this.opts.exactBudget
   }
 
-  /** Writes every full segment still in memory, but the last, to the spill file and drops it from memory. */
+  /** Writes every full segment still in memory to the spill file and drops it from memory. */
   spill(): void {
     if (!this.spills) return
     const full = Math.floor(this.rowsEnd / this.segRows)
@@ -326,29 +336,19 @@ export class DenseIndex {
       const seg = this.segments[i]
       if (seg === null || seg.length !== this.segRows * this.dims) continue
       if (this.spillFd < 0) this.spillFd = openSync(this.opts.spillPath!, 'w+')
-      const bytes = new Uint8Array(seg.buffer, seg.byteOffset, seg.byteLength)
-      const at = i * this.segRows * this.dims * 4
-      for (let done = 0; done < bytes.length; ) done += writeSync(this.spillFd, bytes, done, bytes.length - done, at + done)
+      writeAllSync(this.spillFd, new Uint8Array(seg.buffer, seg.byteOffset, seg.byteLength), i * this.segRows * this.dims * 4)
       this.segments[i] = null
       this.spilledRows += this.segRows
     }
   }
 
   private writeSpilled(row: number, vector: Float32Array): void {
-    const bytes = new Uint8Array(vector.buffer, vector.byteOffset, this.dims * 4)
-    const at = row * this.dims * 4
-    for (let done = 0; done < bytes.length; ) done += writeSync(this.spillFd, bytes, done, bytes.length - done, at + done)
+    writeAllSync(this.spillFd, new Uint8Array(vector.buffer, vector.byteOffset, this.dims * 4), row * this.dims * 4)
   }
 
   /** Reads `count` consecutive spilled rows from `row` into `into` at `at` (floats). */
   private readSpilled(row: number, count: number, into: Float32Array, at: number): void {
-    const bytes = new Uint8Array(into.buffer, into.byteOffset + at * 4, count * this.dims * 4)
-    const from = row * this.dims * 4
-    for (let done = 0; done < bytes.length; ) {
-      const n = readSync(this.spillFd, bytes, done, bytes.length - done, from + done)
-      if (n === 0) throw new Error(`dense spill file ends before row ${row + count}`)
-      done += n
-    }
+    readAllSync(this.spillFd, new Uint8Array(into.buffer, into.byteOffset + at * 4, count * this.dims * 4), row * this.dims * 4, 'dense spill file')
   }
 
   /** Closes and removes the spill file (the index is not used after this). */
@@ -429,11 +429,8 @@ export class DenseIndex {
         top.push(row, this.cosine(qNorm, row))
         continue
       }
-      // A run of consecutive rows in the same spilled segment.
-      const segEnd = ((row >>> this.segShift) + 1) << this.segShift
-      let j = i + 1
-      while (j < to && j - i < RUN_ROWS && rows[j] === rows[j - 1] + 1 && rows[j] < segEnd) j++
-      const span = rows[j - 1] - row + 1
+      const j = this.runEnd(rows, i, to, RUN_ROWS)
+      const span = j - i
       if (this.runBuf.length < span * d) this.runBuf = new Float32Array(RUN_ROWS * d)
       this.readSpilled(row, span, this.runBuf, 0)
       for (let m = i; m < j; m++) {

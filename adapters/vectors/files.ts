@@ -1,8 +1,22 @@
 // Small durable-file helpers: a rename is only durable once the folder holding it is fsync'd.
-import { promises as fs } from 'node:fs'
+import { promises as fs, readSync, writeSync } from 'node:fs'
 import { fsyncDir, fsyncFile, isAlive } from '../durable.ts'
 
 export { fsyncDir, fsyncFile }
+
+/** Writes all of `bytes` at `position` of an open file (writeSync may write less than asked). */
+export function writeAllSync(fd: number, bytes: Uint8Array, position: number): void {
+  for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done, bytes.length - done, position + done)
+}
+
+/** Fills `into` from `position` of an open file; `what` names the file when it ends first. */
+export function readAllSync(fd: number, into: Uint8Array, position: number, what: string): void {
+  for (let done = 0; done < into.length; ) {
+    const n = readSync(fd, into, done, into.length - done, position + done)
+    if (n === 0) throw new Error(`${what} ends before byte ${position + into.length}`)
+    done += n
+  }
+}
 
 
 

@@ -11,9 +11,10 @@
 // and the snapshot's blob once its filter columns are filled. A row written again later holds its object in memory
 // until the next open (records are never rewritten), so the file grows by at most one record per row per open.
 // Like the dense spill file it is scratch: rebuilt at every open, removed at close.
-import { closeSync, openSync, readSync, rmSync, writeSync } from 'node:fs'
+import { closeSync, openSync, rmSync } from 'node:fs'
 import { serviceUnavailable } from '../../kernel/errors.ts'
 import type { ChunkPayload, VectorHit } from '../ports.ts'
+import { readAllSync, writeAllSync } from './files.ts'
 
 /** Bytes of a snapshot's payload blob written to the spill file per turn of the event loop. */
 const BLOB_SLICE = 4 << 20
@@ -195,7 +196,8 @@ export class PayloadTable {
       // Closed meanwhile.
       if (this.fd < 0) return
       const end = Math.min(blob.length, done + BLOB_SLICE)
-      while (done < end) done += writeSync(this.fd, blob, done, end - done, base + done)
+      writeAllSync(this.fd, blob.subarray(done, end), base + done)
+      done = end
       if (done < blob.length) {
         this.blobSpill = setImmediate(step)
         return
@@ -224,7 +226,7 @@ export class PayloadTable {
 
   private append(bytes: Uint8Array): number {
     const at = this.reserve(bytes.length)
-    for (let done = 0; done < bytes.length; ) done += writeSync(this.fd, bytes, done, bytes.length - done, at + done)
+    writeAllSync(this.fd, bytes, at)
     return at
   }
 
@@ -233,11 +235,7 @@ export class PayloadTable {
     // A hit read after its collection closed (a search racing the KB's deletion or the shutdown).
     if (this.fd < 0) throw serviceUnavailable('The vector collection of this hit is closed')
     const out = Buffer.allocUnsafe(length)
-    for (let done = 0; done < length; ) {
-      const n = readSync(this.fd, out, done, length - done, at + done)
-      if (n === 0) throw new Error('vector payload file ends before its record')
-      done += n
-    }
+    readAllSync(this.fd, out, at, 'vector payload file')
     return out
   }
 
