@@ -11,8 +11,11 @@ import { PGlite, parse, protocol } from '@electric-sql/pglite'
 import { OID, parseInt8, parseTimestamp } from './codecs.mjs'
 
 const port = parentPort
-/** @type {{ dir?: string }} */
-const { dir } = workerData
+// Run as a process (`node pglite-thread.mjs <dir>`), this file only creates the database in a new folder and exits:
+// pglite.ts does that before it starts the thread (see createPgliteSql).
+const initOnly = port === null
+/** @type {string | undefined} */
+const dir = initOnly ? process.argv[2] : workerData.dir
 
 /** An error as a message can carry it: its message, name and plain fields (SQLSTATE and the rest). */
 function serialize(err) {
@@ -38,6 +41,19 @@ const db = new PGlite(dir, {
   startParams: [...PGlite.defaultStartParams, '-c', `shared_buffers=${SHARED_BUFFERS}`],
   parsers: { [OID.INT8]: parseInt8, [OID.TIMESTAMPTZ]: parseTimestamp, [OID.TIMESTAMP]: parseTimestamp },
 })
+
+if (initOnly) {
+  try {
+    await db.waitReady
+    await db.close()
+    process.exit(0)
+  } catch (err) {
+    // One line for pglite.ts to quote. PGlite's file errors are not Errors and carry only an Emscripten errno.
+    const line = err instanceof Error ? `${err.name}: ${err.message}` : err?.name === 'ErrnoError' ? `file system error under ${dir} (Emscripten errno ${err.errno})` : String(err)
+    process.stderr.write(`${line}\n`)
+    process.exit(1)
+  }
+}
 
 class Rollback extends Error {}
 

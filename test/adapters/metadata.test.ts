@@ -1,9 +1,9 @@
 import { describe, it } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createPgliteSql } from '../../adapters/metadata/pglite.ts'
+import { createDatabase, createPgliteSql } from '../../adapters/metadata/pglite.ts'
 import { createPostgresSql } from '../../adapters/metadata/postgres.ts'
 import { migrate } from '../../adapters/metadata/migrate.ts'
 import { AppError } from '../../kernel/errors.ts'
@@ -31,6 +31,33 @@ describe('metadata: PGlite', () => {
     assert.deepEqual(await migrate(sql), [])
     await sql.close()
     assert.equal(await sql.ping(), false)
+  })
+
+  it('creates the database of a new folder in a child process that exits, then opens it', async (t) => {
+    const d = mkdtempSync(join(tmpdir(), 'quarry-pglite-'))
+    t.after(() => rmSync(d, { recursive: true, force: true }))
+    await createDatabase(d)
+    // On disk once the child has exited, and what the thread opens (no second initdb: the tables made here stay).
+    assert.ok(existsSync(join(d, 'PG_VERSION')))
+    const sql = await createPgliteSql({ dir: d })
+    t.after(() => sql.close())
+    await sql.query('CREATE TABLE made_here (x int)')
+    await sql.close()
+    const again = await createPgliteSql({ dir: d })
+    assert.deepEqual(await again.query('SELECT count(*)::int AS n FROM made_here'), [{ n: 0 }])
+    await again.close()
+  })
+
+  it('says which folder could not be created, with the child\'s reason', async (t) => {
+    const d = mkdtempSync(join(tmpdir(), 'quarry-pglite-'))
+    t.after(() => rmSync(d, { recursive: true, force: true }))
+    // A file where the folder should be: initdb cannot write there.
+    const path = join(d, 'not-a-folder')
+    writeFileSync(path, 'x')
+    await assert.rejects(createDatabase(path), (err: Error) => {
+      assert.match(err.message, /^Creating the metadata database in .*not-a-folder failed \(exit [1-9]\d*\): \S/)
+      return true
+    })
   })
 
   describe('prepared statements', () => {
