@@ -15,7 +15,7 @@
 import { promises as fs } from 'node:fs'
 import { join } from 'node:path'
 import { serviceUnavailable } from '../../kernel/errors.ts'
-import type { ChunkPayload, SparseVector, VectorHit, VectorPoint, VectorQuery } from '../ports.ts'
+import type { ChunkPayload, VectorHit, VectorPoint, VectorQuery } from '../ports.ts'
 import { DenseIndex, type DenseIndexOptions, type HnswParams, type Usearch } from './dense-index.ts'
 import { PayloadTable } from './payloads.ts'
 import { dimensionMismatch, invalidPoint, pointProblem } from './errors.ts'
@@ -315,9 +315,9 @@ export class Collection {
       if (old !== undefined) this.removeRow(old)
       const row = this.free.length > 0 ? this.free.pop()! : this.nextRow++
       const payload: ChunkPayload = copy ? { ...p.payload } : p.payload
-      const sparse: SparseVector = copy ? { indices: p.sparse.indices.slice(), values: p.sparse.values.slice() } : p.sparse
       this.dense.set(row, p.dense)
-      this.sparse.add(row, sparse)
+      // Copied into the index's blocks: nothing here keeps the point's arrays (or a log record they view).
+      this.sparse.add(row, p.sparse)
       this.payloads.set(row, payload)
       this.chunkRow.set(id, row)
       let rows = this.docRows.get(payload.doc_id)
@@ -437,7 +437,6 @@ export class Collection {
     const chunkIds: string[] = new Array(n)
     const docIds: string[] = new Array(n)
     const payloads: SnapshotCapture['payloads'] = new Array(n)
-    const sparse: SparseVector[] = new Array(n)
     let i = 0
     for (let row = 0; row < this.dense.rowsEnd; row++) {
       if (!this.dense.isLive(row)) continue
@@ -447,7 +446,6 @@ export class Collection {
       chunkIds[i] = this.payloads.chunkIds[row]!
       docIds[i] = this.payloads.docIds[row]!
       payloads[i] = this.payloads.raw(row)
-      sparse[i] = this.sparse.vectorOf(row)!
       i++
     }
     return {
@@ -457,7 +455,7 @@ export class Collection {
       inGraph,
       norms: this.dense.norms,
       dense: this.dense.arenaSource(),
-      sparse,
+      sparse: this.sparse.captureRows(live),
       postings: this.sparse.capture(),
       chunkIds,
       docIds,

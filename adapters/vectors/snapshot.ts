@@ -13,8 +13,8 @@
 import { promises as fs } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { crc32 } from 'node:zlib'
-import type { ChunkPayload, SparseVector } from '../ports.ts'
-import type { PostingsCapture, PostingsData } from './sparse-index.ts'
+import type { ChunkPayload } from '../ports.ts'
+import type { PostingsCapture, PostingsData, SparseRowsCapture, SparseRowsData } from './sparse-index.ts'
 import { PayloadRef } from './payloads.ts'
 
 const MAGIC = 0x4e535651 // 'QVSN'
@@ -37,7 +37,7 @@ export interface SnapshotCapture {
   norms: Float32Array
   /** Bytes of arena rows 0..rowsEnd, in order (the arena's segments, or chunks of them read from its spill file). */
   dense: Iterable<Uint8Array> | AsyncIterable<Uint8Array>
-  sparse: SparseVector[]
+  sparse: SparseRowsCapture
   postings: PostingsCapture
   chunkIds: string[]
   docIds: string[]
@@ -54,7 +54,7 @@ export interface SnapshotData {
   rows: Uint32Array
   inGraph: Uint8Array
   norms: Float32Array
-  sparse: SparseVector[]
+  sparse: SparseRowsData
   postings: PostingsData
   chunkIds: string[]
   docIds: string[]
@@ -182,7 +182,11 @@ function* sparseSection(c: SnapshotCapture, offsets: Uint32Array, field: 'indice
     let j = i + 1
     while (j < count && offsets[j + 1] - offsets[i] <= STREAM_ENTRIES) j++
     const out = field === 'indices' ? new Uint32Array(offsets[j] - offsets[i]) : new Float32Array(offsets[j] - offsets[i])
-    for (let k = i; k < j; k++) out.set(c.sparse[k][field], offsets[k] - offsets[i])
+    const blocks = c.sparse[field]
+    for (let k = i; k < j; k++) {
+      const from = c.sparse.start[k]
+      out.set(blocks[c.sparse.block[k]].subarray(from, from + c.sparse.len[k]), offsets[k] - offsets[i])
+    }
     yield view(out)
     i = j
   }
@@ -213,7 +217,7 @@ export async function writeSnapshot(path: string, c: SnapshotCapture): Promise<n
     for (let i = 0; i < count; i++) {
       rows[i] = c.rows[i]
       norms[i] = c.norms[c.rows[i]]
-      nnz += c.sparse[i].indices.length
+      nnz += c.sparse.len[i]
       offsets[i + 1] = nnz
     }
     await put('rows', [view(rows)])
@@ -351,19 +355,17 @@ export async function readSnapshot(path: string, dims: number, arenaFor: (rowsEn
     if (rows.length !== count || offsets.length !== count + 1 || idOffsets.length !== 2 * count + 1 || payloadOffsets.length !== count + 1) {
       throw new Error(`${path}: section sizes do not match the point count ${count}`)
     }
-    const sparse: SparseVector[] = new Array(count)
     const chunkIds: string[] = new Array(count)
     const docIds: string[] = new Array(count)
     let lastDoc = ''
     for (let i = 0; i < count; i++) {
-      // Views into the shared section buffers: one allocation for all points instead of two per point.
-      sparse[i] = { indices: indices.subarray(offsets[i], offsets[i + 1]), values: values.subarray(offsets[i], offsets[i + 1]) }
       chunkIds[i] = idBlob.toString('utf8', idOffsets[2 * i], idOffsets[2 * i + 1])
       const doc = idBlob.toString('utf8', idOffsets[2 * i + 1], idOffsets[2 * i + 2])
       // Chunks of one document are mostly neighbours: share one string instead of one per chunk.
       docIds[i] = doc === lastDoc ? lastDoc : (lastDoc = doc)
     }
-    return { dims, rowsEnd, rows, inGraph, norms, sparse, postings, chunkIds, docIds, chunkIndex, payloadBlob, payloadOffsets }
+    if (offsets[count] !== indices.length || values.length !== indices.length) throw new Error(`${path}: sparse sections do not match their offsets`)
+    return { dims, rowsEnd, rows, inGraph, norms, sparse: { offsets, indices, values }, postings, chunkIds, docIds, chunkIndex, payloadBlob, payloadOffsets }
   } finally {
     await fh.close()
   }

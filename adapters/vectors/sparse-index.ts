@@ -4,6 +4,11 @@
 // Modifier"). Postings are typed arrays; deleting a point only marks its row dead and decrements the
 // document frequencies, so the postings keep dead entries until compact() drops them. The owner must
 // compact before it reuses a dead row, or the stale entries would score for the new point.
+//
+// Each row's own terms (for deletes, snapshots and scoring a filter's rows) are packed back to back in blocks of
+// typed arrays, with a block number, an offset and a length per row: held as a pair of typed arrays per row, the
+// bookkeeping (two array objects, two buffers and their backing stores) took about twice the room of the data
+// (issue 17). Blocks are only appended to; compact() packs the live rows into new blocks.
 import type { SparseVector } from '../ports.ts'
 import type { RowSet } from './filter.ts'
 import { TopK } from './top-k.ts'
@@ -35,9 +40,36 @@ export interface PostingsData {
   weights: Float32Array
 }
 
+/** Entries of a row block (4 MB with the values); a row with more terms gets a block of its own. */
+const BLOCK_ENTRIES = 1 << 19
+const FIRST_BLOCK_ENTRIES = 1 << 12
+
+/** The terms of chosen rows at one instant: row i's are indices/values[block[i]] from start[i], len[i] of them. */
+export interface SparseRowsCapture {
+  indices: Uint32Array[]
+  values: Float32Array[]
+  block: Int32Array
+  start: Uint32Array
+  len: Uint32Array
+}
+
+/** Per-row term lists as a snapshot stores them: row i's at offsets[i]..offsets[i+1] of indices/values. */
+export interface SparseRowsData {
+  offsets: Uint32Array
+  indices: Uint32Array
+  values: Float32Array
+}
+
 export class SparseIndex {
   private readonly postings = new Map<number, Posting>()
-  private vectors: (SparseVector | undefined)[] = []
+  // The rows' own terms (see the top of this file): block -1 = none.
+  private blockIndices: Uint32Array[] = []
+  private blockValues: Float32Array[] = []
+  /** Entries used in the last block. */
+  private blockUsed = 0
+  private rowBlock = new Int32Array(1024).fill(-1)
+  private rowStart = new Uint32Array(1024)
+  private rowLen = new Uint32Array(1024)
   private live = new Uint8Array(1024)
   private liveCount = 0
   private totalEntries = 0
@@ -65,11 +97,7 @@ export class SparseIndex {
     return this.postings.size
   }
 
-  vectorOf(row: number): SparseVector | undefined {
-    return this.vectors[row]
-  }
-
-  /** The vector is kept by reference: the caller hands over ownership. */
+  /** The vector's terms are copied: the caller keeps it. */
   add(row: number, vector: SparseVector): void {
     if (row < this.live.length && this.live[row] === 1) throw new Error(`sparse row ${row} is already live`)
     this.ensureRows(row + 1)
@@ -95,22 +123,47 @@ export class SparseIndex {
       p.df++
     }
     this.totalEntries += indices.length
-    this.vectors[row] = vector
+    this.store(row, indices, values)
     this.live[row] = 1
     this.liveCount++
   }
 
+  /** Appends a row's terms to the last block (a new one when they do not fit). */
+  private store(row: number, indices: ArrayLike<number>, values: ArrayLike<number>): void {
+    const n = indices.length
+    let b = this.blockIndices.length - 1
+    if (b < 0 || this.blockUsed + n > this.blockIndices[b].length) {
+      // Doubling up to BLOCK_ENTRIES, so that a small collection holds small blocks.
+      const size = Math.max(b < 0 ? FIRST_BLOCK_ENTRIES : Math.min(BLOCK_ENTRIES, 2 * this.blockIndices[b].length), n)
+      this.blockIndices.push(new Uint32Array(size))
+      this.blockValues.push(new Float32Array(size))
+      this.blockUsed = 0
+      b++
+    }
+    const at = this.blockUsed
+    this.blockIndices[b].set(indices, at)
+    this.blockValues[b].set(values, at)
+    this.blockUsed = at + n
+    this.rowBlock[row] = b
+    this.rowStart[row] = at
+    this.rowLen[row] = n
+  }
+
   remove(row: number): void {
     if (row >= this.live.length || this.live[row] === 0) return
-    const vector = this.vectors[row]
-    if (vector !== undefined) {
-      for (let i = 0; i < vector.indices.length; i++) {
-        const p = this.postings.get(vector.indices[i])
+    const b = this.rowBlock[row]
+    if (b >= 0) {
+      const indices = this.blockIndices[b]
+      const from = this.rowStart[row]
+      const to = from + this.rowLen[row]
+      for (let e = from; e < to; e++) {
+        const p = this.postings.get(indices[e])
         if (p !== undefined) p.df--
       }
-      this.deadEntries += vector.indices.length
+      this.deadEntries += to - from
     }
-    this.vectors[row] = undefined
+    // The entries stay in their block until compact() packs the live rows.
+    this.rowBlock[row] = -1
     this.live[row] = 0
     this.liveCount--
   }
@@ -119,12 +172,20 @@ export class SparseIndex {
    * Rebuilds the index from a snapshot without touching a posting per entry: the lists arrive built and
    * become views of the snapshot's arrays (a list is copied out the first time it grows).
    */
-  restore(rows: Uint32Array, vectors: SparseVector[], postings: PostingsData, rowsEnd: number): void {
+  restore(rows: Uint32Array, vectors: SparseRowsData, postings: PostingsData, rowsEnd: number): void {
     if (this.liveCount !== 0) throw new Error('restore() needs an empty sparse index')
     this.ensureRows(rowsEnd)
+    // The snapshot's arrays become a full block: rows added later start a new one.
+    const b = this.blockIndices.length
+    this.blockIndices.push(vectors.indices)
+    this.blockValues.push(vectors.values)
+    this.blockUsed = vectors.indices.length
     for (let i = 0; i < rows.length; i++) {
-      this.live[rows[i]] = 1
-      this.vectors[rows[i]] = vectors[i]
+      const row = rows[i]
+      this.live[row] = 1
+      this.rowBlock[row] = b
+      this.rowStart[row] = vectors.offsets[i]
+      this.rowLen[row] = vectors.offsets[i + 1] - vectors.offsets[i]
     }
     this.liveCount = rows.length
     const { terms, offsets } = postings
@@ -135,6 +196,22 @@ export class SparseIndex {
     }
     this.totalEntries = postings.rows.length
     this.deadEntries = 0
+  }
+
+  /**
+   * The terms of `rows` (live), by reference: blocks are only appended to, and compact(), which replaces them, does
+   * not change the arrays captured.
+   */
+  captureRows(rows: Int32Array): SparseRowsCapture {
+    const n = rows.length
+    const c: SparseRowsCapture = { indices: this.blockIndices.slice(), values: this.blockValues.slice(), block: new Int32Array(n), start: new Uint32Array(n), len: new Uint32Array(n) }
+    for (let i = 0; i < n; i++) {
+      const row = rows[i]
+      c.block[i] = this.rowBlock[row]
+      c.start[i] = this.rowStart[row]
+      c.len[i] = this.rowLen[row]
+    }
+    return c
   }
 
   capture(): PostingsCapture {
@@ -178,6 +255,23 @@ export class SparseIndex {
     }
     this.totalEntries -= this.deadEntries
     this.deadEntries = 0
+    this.packRows()
+  }
+
+  /** Copies the live rows' terms into new blocks, leaving out those of deleted rows. */
+  private packRows(): void {
+    const indices = this.blockIndices
+    const values = this.blockValues
+    this.blockIndices = []
+    this.blockValues = []
+    this.blockUsed = 0
+    for (let row = 0; row < this.live.length; row++) {
+      const b = this.rowBlock[row]
+      if (b < 0) continue
+      const from = this.rowStart[row]
+      const to = from + this.rowLen[row]
+      this.store(row, indices[b].subarray(from, to), values[b].subarray(from, to))
+    }
   }
 
   /**
@@ -256,14 +350,18 @@ export class SparseIndex {
     if (weights.size === 0) return top.drain()
     for (let r = 0; r < subset.count; r++) {
       const row = subset.rows[r]
-      const v = this.vectors[row]
-      if (v === undefined) continue
+      const b = this.rowBlock[row]
+      if (b < 0) continue
+      const indices = this.blockIndices[b]
+      const values = this.blockValues[b]
+      const from = this.rowStart[row]
+      const to = from + this.rowLen[row]
       let score = 0
       let shared = false
-      for (let i = 0; i < v.indices.length; i++) {
-        const w = weights.get(v.indices[i])
+      for (let e = from; e < to; e++) {
+        const w = weights.get(indices[e])
         if (w === undefined) continue
-        score += w * v.values[i]
+        score += w * values[e]
         shared = true
       }
       // As on the posting-list path: a row is a candidate when it shares a term, whatever its score.
@@ -284,5 +382,14 @@ export class SparseIndex {
     const stamp = new Uint32Array(cap)
     stamp.set(this.stamp)
     this.stamp = stamp
+    const rowBlock = new Int32Array(cap).fill(-1)
+    rowBlock.set(this.rowBlock)
+    this.rowBlock = rowBlock
+    const rowStart = new Uint32Array(cap)
+    rowStart.set(this.rowStart)
+    this.rowStart = rowStart
+    const rowLen = new Uint32Array(cap)
+    rowLen.set(this.rowLen)
+    this.rowLen = rowLen
   }
 }

@@ -551,6 +551,51 @@ describe('embedded vector store: behaviour', () => {
     assert.ok(stats !== null && stats.rows < 6 * 400, `rows were reused (${stats?.rows} rows for ${6 * 400} upserts)`)
   })
 
+  it('keeps each row\'s sparse terms through deletes, packing and reused rows, a restart, and packing the restored rows', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-sparse-rows'
+    // One document's rows against the common terms: a filter that selective is scored row by row from the rows'
+    // own terms (SparseIndex.searchRows), against the reference over every live point (IDF included).
+    const query = sparse(Array.from({ length: 100 }, (_, term) => [term, 1 + term / 50] as [number, number]))
+    const check = async (store: EmbeddedVectorStore, live: VectorPoint[], seed: number) => {
+      await assertMatchesReference(store, kb, live, seed)
+      const all = sparseScores(live, query)
+      for (const doc of [...new Set(live.map((p) => p.payload.doc_id))].slice(0, 4)) {
+        const truth = live.filter((p) => p.payload.doc_id === doc && all.has(p.payload.chunk_id)).map((p) => all.get(p.payload.chunk_id)!).sort((a, b) => b - a)
+        const { sparse: hits } = await store.search(kb, { sparse: query, limit: 20, filter: { docIds: [doc] } })
+        assert.ok(truth.length > 0)
+        assert.deepEqual(hits.map((h) => h.score.toFixed(4)), truth.map((x) => x.toFixed(4)))
+      }
+    }
+    let live: VectorPoint[] = []
+    const churn = async (store: EmbeddedVectorStore, round: number) => {
+      const batch = randomPoints(kb, 400, 300 + round, DIMS, 20, `s${round}-`)
+      await store.upsert(kb, batch)
+      live.push(...batch)
+      const docs = [...new Set(live.map((p) => p.payload.doc_id))]
+      const dropped = new Set(docs.filter((_, i) => i % 3 !== 0))
+      for (const d of dropped) await store.deleteByDoc(kb, d)
+      live = live.filter((p) => !dropped.has(p.payload.doc_id))
+    }
+    let store = await open(dir)
+    for (let round = 0; round < 3; round++) await churn(store, round)
+    const rows = (await store.stats(kb))!.rows
+    assert.ok(rows < 3 * 400, `rows were packed and reused (${rows} rows for ${3 * 400} upserts)`)
+    await check(store, live, 1)
+    await store.snapshot(kb)
+    await store.close()
+    store = await open(dir)
+    await check(store, live, 2)
+    // The restored rows are packed with the new ones when enough of them are deleted.
+    for (let round = 3; round < 5; round++) await churn(store, round)
+    await check(store, live, 3)
+    await store.snapshot(kb)
+    await store.close()
+    store = await open(dir)
+    t.after(() => store.close())
+    await check(store, live, 4)
+  })
+
   it('holds rows across several arena segments: exact scan, graph, vectors and a snapshot all read the right row', async (t) => {
     const dir = await tempDir(t)
     const kb = 'kb-segments'
