@@ -25,6 +25,12 @@ export interface WorkerOptions {
    * row pending this long with no event in the queue.
    */
   staleMs: number
+  /**
+   * After this many documents, the worker calls `afterBurst` once it has had nothing to do for `burstIdleMs`
+   * (default 1 s): the end of a bulk ingest, not a pause between two uploads.
+   */
+  burstDocuments?: number
+  burstIdleMs?: number
 }
 
 export interface Processor {
@@ -42,7 +48,7 @@ export interface Worker {
   readonly active: number
 }
 
-export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Processor; log: Logger }, opts: WorkerOptions): Worker {
+export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Processor; log: Logger; afterBurst?: () => void }, opts: WorkerOptions): Worker {
   const { queue, repo, processor, log } = deps
   const inProgress = new Map<string, AbortController>()
   let running = false
@@ -53,6 +59,22 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
   let heartbeatTimer: NodeJS.Timeout | null = null
   const idleWaiters: (() => void)[] = []
   let lastPendingCheck = -Infinity
+  // Documents handled since afterBurst last ran, and its timer while the worker is idle.
+  let handled = 0
+  let burstTimer: NodeJS.Timeout | null = null
+  const cancelBurstEnd = () => {
+    if (burstTimer !== null) clearTimeout(burstTimer)
+    burstTimer = null
+  }
+  const armBurstEnd = () => {
+    if (deps.afterBurst === undefined || burstTimer !== null || handled < (opts.burstDocuments ?? Infinity)) return
+    burstTimer = setTimeout(() => {
+      burstTimer = null
+      handled = 0
+      deps.afterBurst!()
+    }, opts.burstIdleMs ?? 1000)
+    burstTimer.unref()
+  }
 
   const nudge = () => {
     const w = wake
@@ -115,6 +137,8 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
           log.warn({ err }, 'queue poll failed; retrying')
         }
       }
+      if (batch.length > 0) cancelBurstEnd()
+      handled += batch.length
       for (const msg of batch) {
         const p = handle(msg).catch((err) => log.error({ err, event: msg.payload }, 'event handling failed'))
         active.add(p)
@@ -124,7 +148,10 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
         })
       }
       if (batch.length === 0 || active.size >= opts.maxWorkers) {
-        if (active.size === 0 && batch.length === 0) await notifyIfIdle()
+        if (active.size === 0 && batch.length === 0) {
+          armBurstEnd()
+          await notifyIfIdle()
+        }
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, opts.pollIntervalMs)
           wake = () => {
@@ -135,6 +162,7 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
       }
     }
     await Promise.allSettled([...active])
+    cancelBurstEnd()
   }
 
   async function notifyIfIdle(): Promise<void> {

@@ -150,6 +150,44 @@ describe('a pending document whose event never reached the queue (the process di
     assert.deepEqual(await svc.app.adapters.queue.depth(INGEST_TOPIC), { ready: 0, delayed: 0, inflight: 0 })
   })
 
+  it('calls afterBurst once the worker goes idle after a burst of documents, and not after fewer', async (t) => {
+    const svc = await startApp(t, { settings: { queue_worker: { enabled: false } } })
+    const kb = await newKb(svc)
+    const repo = svc.app.use<DocsPlugin>('docs').service.repo
+    const processor: Processor = {
+      async ingest(doc) {
+        await repo.transition(doc.doc_id, ['running'], 'indexed')
+      },
+      async remove() {
+        throw new Error('no delete was queued')
+      },
+    }
+    let bursts = 0
+    const w = createWorker({ queue: svc.app.adapters.queue, repo, processor, log: createLogger('SILENT'), afterBurst: () => bursts++ }, {
+      maxWorkers: 2, maxPerPoll: 2, pollIntervalMs: 50, retryIntervalMs: 50, leaseMs: 60_000, heartbeatMs: 10_000, staleMs: 60_000,
+      burstDocuments: 3, burstIdleMs: 20,
+    })
+    t.after(() => w.stop(1000))
+    const ingest = async (names: string[]) => {
+      const ids = []
+      for (const name of names) ids.push(((await (await upload(svc, kb, name, md(name, prose(name)))).json()) as Json).doc_id)
+      for (const id of ids) assert.equal((await settle(svc, kb, id)).status, 'indexed')
+      await w.idle()
+    }
+    await w.start()
+    await ingest(['b1.md', 'b2.md', 'b3.md'])
+    await waitFor(async () => bursts === 1 || null, 'the end of the first burst')
+    // Two more documents are below the burst size: nothing is called however long the worker stays idle...
+    await ingest(['b4.md', 'b5.md'])
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    assert.equal(bursts, 1)
+    // ...and a third makes a burst again.
+    await ingest(['b6.md'])
+    await waitFor(async () => bursts === 2 || null, 'the end of the second burst')
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    assert.equal(bursts, 2)
+  })
+
   it('PostgreSQL + Redis: a running worker re-queues it once it is older than the stale window; a queued one is left alone', { skip: skipUnless('postgres') || skipUnless('redis') }, async (t) => {
     const svc = await startApp(t, { services: true, settings: { queue_worker: { enabled: false } } })
     const kb = await newKb(svc)
