@@ -374,22 +374,17 @@ export class SparseIndex {
     if (n <= this.live.length) return
     let cap = this.live.length
     while (cap < n) cap *= 2
-    const live = new Uint8Array(cap)
-    live.set(this.live)
-    this.live = live
-    const acc = new Float64Array(cap)
-    this.acc = acc
-    const stamp = new Uint32Array(cap)
-    stamp.set(this.stamp)
-    this.stamp = stamp
-    const rowBlock = new Int32Array(cap).fill(-1)
-    rowBlock.set(this.rowBlock)
-    this.rowBlock = rowBlock
-    const rowStart = new Uint32Array(cap)
-    rowStart.set(this.rowStart)
-    this.rowStart = rowStart
-    const rowLen = new Uint32Array(cap)
-    rowLen.set(this.rowLen)
-    this.rowLen = rowLen
+    this.live = grownTo(this.live, new Uint8Array(cap))
+    this.acc = new Float64Array(cap)
+    this.stamp = grownTo(this.stamp, new Uint32Array(cap))
+    this.rowBlock = grownTo(this.rowBlock, new Int32Array(cap).fill(-1))
+    this.rowStart = grownTo(this.rowStart, new Uint32Array(cap))
+    this.rowLen = grownTo(this.rowLen, new Uint32Array(cap))
   }
+}
+
+/** `to` (a larger array) with `from` copied to its start. */
+function grownTo<T extends Uint8Array | Uint32Array | Int32Array>(from: T, to: T): T {
+  to.set(from)
+  return to
 }
