@@ -298,7 +298,7 @@ export async function run(opts: IngestBenchOptions = { quick: true }) {
       peak_rss_mb: round(ours.peakRssMb, 0),
       // The same until the last document was indexed, before the graph's catch-up.
       ingest_peak_rss_mb: round(ours.ingestPeakRssMb, 0),
-      // The process's maxRSS, its start included (a new data folder: PGlite's initdb).
+      // The process's maxRSS, its start included (a new data folder's initdb runs in a child process, not here).
       high_water_rss_mb: round(ours.highWaterRssMb, 0),
       // The main thread's event-loop delay while ingesting, ms: p99 and the longest single stall.
       event_loop_delay_ms: { p99: round(ours.eventLoopDelayMs.p99, 1), max: round(ours.eventLoopDelayMs.max, 1) },

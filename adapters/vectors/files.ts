@@ -18,8 +18,6 @@ export function readAllSync(fd: number, into: Uint8Array, position: number, what
   }
 }
 
-
-
 /** Writes through a temporary file, fsyncs it, renames it over path and fsyncs the folder. */
 export async function writeFileAtomic(dir: string, path: string, data: string | Uint8Array): Promise<void> {
   const tmp = `${path}.tmp`

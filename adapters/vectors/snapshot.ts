@@ -159,22 +159,6 @@ export async function postingSections(c: Pick<SnapshotCapture, 'rows' | 'rowsEnd
   return { terms: terms.subarray(0, kept), offsets: offsets.subarray(0, kept + 1), rows: () => entries('rows'), weights: () => entries('weights') }
 }
 
-/** postingSections with the entries gathered into whole arrays (what the snapshot file holds). */
-export async function packPostings(c: Pick<SnapshotCapture, 'rows' | 'rowsEnd' | 'postings'>, sliceMs = PACK_SLICE_MS): Promise<{ terms: Uint32Array; offsets: Uint32Array; rows: Uint32Array; weights: Float32Array }> {
-  const sections = await postingSections(c, sliceMs)
-  const gather = <T extends Uint32Array | Float32Array>(parts: Iterable<Uint8Array>, out: T): T => {
-    const bytes = new Uint8Array(out.buffer)
-    let at = 0
-    for (const part of parts) {
-      bytes.set(part, at)
-      at += part.length
-    }
-    return out
-  }
-  const total = sections.offsets[sections.offsets.length - 1] ?? 0
-  return { terms: sections.terms, offsets: sections.offsets, rows: gather(sections.rows(), new Uint32Array(total)), weights: gather(sections.weights(), new Float32Array(total)) }
-}
-
 /** One of a capture's per-point sparse arrays (`indices` or `values`) back to back, in chunks of about STREAM_ENTRIES. */
 function* sparseSection(c: SnapshotCapture, offsets: Uint32Array, field: 'indices' | 'values'): Iterable<Uint8Array> {
   const count = c.rows.length

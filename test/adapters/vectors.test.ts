@@ -11,7 +11,7 @@ import { after, describe, it, type TestContext } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { createEmbeddedVectorStore, type EmbeddedVectorStore, type EmbeddedVectorStoreOptions } from '../../adapters/vectors/embedded.ts'
 import { defaultQuantization, quantizationFor, SEGMENT_ROWS } from '../../adapters/vectors/dense-index.ts'
-import { packPostings } from '../../adapters/vectors/snapshot.ts'
+import { postingSections } from '../../adapters/vectors/snapshot.ts'
 import type { VectorFilter, VectorPoint } from '../../adapters/ports.ts'
 import { axis, cosine, DIMS, point, sparse, sparseScores, vectorStoreContract } from './vectors.contract.ts'
 import { mulberry32 as rng } from '../../bench/lib/rng.ts'
@@ -493,17 +493,29 @@ describe('embedded vector store: snapshot postings', () => {
     }
     return { rows: Int32Array.from(liveRows), rowsEnd, postings }
   }
-  const plain = (packed: Awaited<ReturnType<typeof packPostings>>) => ({
-    terms: [...packed.terms], offsets: [...packed.offsets], rows: [...packed.rows], weights: [...packed.weights],
-  })
+  /** The sections postingSections streams, each gathered whole (what the snapshot file holds), as plain arrays. */
+  const packPostings = async (c: Parameters<typeof postingSections>[0], sliceMs?: number) => {
+    const sections = await postingSections(c, sliceMs)
+    const whole = (parts: Iterable<Uint8Array>, out: Uint32Array | Float32Array) => {
+      const bytes = new Uint8Array(out.buffer)
+      let at = 0
+      for (const part of parts) {
+        bytes.set(part, at)
+        at += part.length
+      }
+      return [...out]
+    }
+    const total = sections.offsets[sections.offsets.length - 1] ?? 0
+    return { terms: [...sections.terms], offsets: [...sections.offsets], rows: whole(sections.rows(), new Uint32Array(total)), weights: whole(sections.weights(), new Float32Array(total)) }
+  }
 
   it('copies every list whole when all rows are live, and keeps only live rows otherwise', async () => {
     const lists: [number, [number, number][]][] = [[5, [[0, 1.5], [3, 2]]], [9, [[1, 0.5], [4, 1]]], [2, [[2, 3], [5, 0.25]]]]
-    assert.deepEqual(plain(await packPostings(capture(6, [0, 1, 2, 3, 4, 5], lists))), {
+    assert.deepEqual(await packPostings(capture(6, [0, 1, 2, 3, 4, 5], lists)), {
       terms: [5, 9, 2], offsets: [0, 2, 4, 6], rows: [0, 3, 1, 4, 2, 5], weights: [1.5, 2, 0.5, 1, 3, 0.25],
     })
     // Rows 1 and 4 deleted: term 9 holds no live row and is dropped.
-    assert.deepEqual(plain(await packPostings(capture(6, [0, 2, 3, 5], lists))), {
+    assert.deepEqual(await packPostings(capture(6, [0, 2, 3, 5], lists)), {
       terms: [5, 2], offsets: [0, 2, 4], rows: [0, 3, 2, 5], weights: [1.5, 2, 3, 0.25],
     })
   })
@@ -518,10 +530,10 @@ describe('embedded vector store: snapshot postings', () => {
       if (!done) setImmediate(tick)
     }
     setImmediate(tick)
-    const sliced = plain(await packPostings(capture(50, live, lists), 0))
+    const sliced = await packPostings(capture(50, live, lists), 0)
     done = true
     assert.ok(turns >= 3, `the event loop ran ${turns} turn(s) while 300 lists were packed in slices of 0 ms`)
-    assert.deepEqual(sliced, plain(await packPostings(capture(50, live, lists), Infinity)))
+    assert.deepEqual(sliced, await packPostings(capture(50, live, lists), Infinity))
     const expected = lists.map(([term, e]) => [term, e.filter(([r]) => r % 7 !== 3)] as const).filter(([, e]) => e.length > 0)
     assert.deepEqual(sliced.terms, expected.map(([term]) => term))
     assert.deepEqual(sliced.rows, expected.flatMap(([, e]) => e.map(([r]) => r)))
