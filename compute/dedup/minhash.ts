@@ -5,9 +5,10 @@
 // similarity as well (it is one-permutation MinHash of the set of (shingle, copy) pairs, whose Jaccard is the same).
 //
 // Scheme 2 (the values are stored in dedup_signatures and must never change):
-// - a word hashes as FNV-1a over its UTF-16 code units (NFKC, lower case) finalised by fmix32(h ^ length), read
-//   from the normalised text without a string per word; a shingle of k consecutive words folds its words' hashes
-//   with murmur rounds into x (fmix32). A text of fewer than k words uses its single words;
+// - a word hashes as FNV-1a over its UTF-16 code units (NFKC, lower case) finalised by fmix32(h ^ length)
+//   (wordHash), which the tokeniser computes as it reads the word, without a string per word; a shingle of k
+//   consecutive words folds its words' hashes with murmur rounds into x (fmix32). A text of fewer than k words
+//   uses its single words;
 // - copy 0 of a shingle is x, copy 1 is fmix32(x ^ COPY_SEED); a copy y (an fmix32 output: every bit mixed) goes
 //   to bin floor(y * bins / 2^32), read from its top bits, with the value of its low VALUE_BITS bits, which the
 //   bin does not read (VALUE_BITS = 31 - ceil(log2(bins)));
@@ -52,16 +53,13 @@ export function isCurrentMinhash(sig: Uint32Array): boolean {
 // Word hashes of the text being read: grown as needed, reused (a worker thread reads one text at a time).
 let words = new Int32Array(4096)
 let count = 0
-let source = ''
-const pushWord = (start: number, end: number): void => {
-  let h = 0x811c9dc5
-  for (let i = start; i < end; i++) h = Math.imul(h ^ source.charCodeAt(i), 0x01000193)
+const pushWord = (_start: number, _end: number, hash: number): void => {
   if (count === words.length) {
     const grown = new Int32Array(words.length * 2)
     grown.set(words)
     words = grown
   }
-  words[count++] = fmix32(h ^ (end - start))
+  words[count++] = hash
 }
 
 let shingleScratch: Uint32Array = new Uint32Array(4096)
@@ -69,17 +67,16 @@ let shingleScratch: Uint32Array = new Uint32Array(4096)
 /** Fills shingleScratch with the base hashes of the text's shingles; returns their count. */
 function fillShingles(normalized: string, tokenizer: WordTokenizer, shingleSize: number): number {
   count = 0
-  source = normalized
   tokenizer.forEachSpan(normalized, pushWord)
-  source = ''
   const n = count
   const k = n < shingleSize ? 1 : shingleSize
   const shingles = n === 0 ? 0 : n - k + 1
   if (shingleScratch.length < shingles) shingleScratch = new Uint32Array(Math.max(shingles, 2 * shingleScratch.length))
   const out = shingleScratch
+  const hashes = words
   for (let i = 0; i < shingles; i++) {
     let h = k
-    for (let j = 0; j < k; j++) h = murmurRound(h, words[i + j])
+    for (let j = 0; j < k; j++) h = murmurRound(h, hashes[i + j])
     out[i] = fmix32(h)
   }
   return shingles
@@ -118,6 +115,8 @@ export function createMinHasher(opts: MinHashOptions = {}): MinHasher {
   const valueMask = 2 ** valueBits - 1
   const step = 2 ** valueBits
   const toBin = bins / TWO32
+  // with a power-of-two count, a bin is the top bits of the value: floor(y * bins / 2^32) = y >>> binShift
+  const binShift = Number.isInteger(Math.log2(bins)) ? 32 - Math.log2(bins) : -1
   // per-bin minimum (step = empty) and the shingle that gave it; reused
   const best = new Float64Array(bins)
   const from = new Uint32Array(bins)
@@ -132,7 +131,7 @@ export function createMinHasher(opts: MinHashOptions = {}): MinHasher {
       let y = shingles[j]
       for (let c = 0; c < COPIES; c++) {
         if (c > 0) y = fmix32(y ^ COPY_SEED)
-        const bin = Math.floor(y * toBin)
+        const bin = binShift < 0 ? Math.floor(y * toBin) : binShift === 32 ? 0 : y >>> binShift
         const v = y & valueMask
         if (v < best[bin]) {
           best[bin] = v

@@ -25,38 +25,15 @@ export interface SimHashOptions {
 
 const LANE_SEEDS = [0x00000000, 0x9e3779b9, 0x85ebca6b, 0xc2b2ae35, 0x27d4eb2f, 0x165667b1, 0xd3a2646c, 0xfd7046c5]
 
-/**
- * Code points of the normalised text (whitespace runs as one space, trimmed, of a text already in NFKC and
- * lower case): the same text normalizeForDedup gives, without a regex pass.
- */
-function normalizedCodePoints(text: string): Uint32Array {
-  if (cpsScratch.length < text.length) cpsScratch = new Uint32Array(Math.max(text.length, 2 * cpsScratch.length))
-  const out = cpsScratch
-  let n = 0
-  let space = false
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i)
-    if (c <= 32 || (c >= 0x85 && isSpace(c))) {
-      if (c === 32 || (c >= 9 && c <= 13) || c > 32) { space = n > 0; continue }
-    }
-    if (space) { out[n++] = 32; space = false }
-    if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
-      const d = text.charCodeAt(i + 1)
-      if (d >= 0xdc00 && d <= 0xdfff) { out[n++] = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00); i++; continue }
-    }
-    out[n++] = c
-  }
-  return out.subarray(0, n)
-}
-
 // Scratch arrays reused from one text to the next (a worker thread reads one text at a time): typed arrays of
-// this size have backing stores outside the heap, and allocating three per text made a tenth of the time GC.
-let cpsScratch: Uint32Array = new Uint32Array(1024)
+// this size have backing stores outside the heap, and allocating them per text made a tenth of the time GC.
 let tableScratch: Int32Array = new Int32Array(1024)
 const histScratch = new Int32Array(8 * 1024)
+let windowScratch: Int32Array = new Int32Array(64)
 
-/** What `\s` matches beyond ASCII. */
-function isSpace(c: number): boolean {
+/** What `\s` matches, and U+0085 (none above U+3000 but U+FEFF: the loop tests that range before calling). */
+function isWhitespace(c: number): boolean {
+  if (c <= 32) return c === 32 || (c >= 9 && c <= 13)
   return c === 0x85 || c === 0xa0 || c === 0x1680 || (c >= 0x2000 && c <= 0x200a) || c === 0x2028 || c === 0x2029 ||
     c === 0x202f || c === 0x205f || c === 0x3000 || c === 0xfeff
 }
@@ -84,29 +61,30 @@ export function simhash(text: string, opts: SimHashOptions = {}): Uint32Array {
   return simhashOfNormalized(normalizeForWords(text), opts)
 }
 
-/** SimHash of a text already in normalizeForWords' form (NFKC, lower case). */
+/**
+ * SimHash of a text already in normalizeForWords' form (NFKC, lower case). The n-grams are read from the code
+ * points of the text with whitespace runs as one space, trimmed (normalizeForDedup's text, plus U+0085), in one
+ * pass over the string: no array of code points, no regex.
+ */
 export function simhashOfNormalized(text: string, opts: SimHashOptions = {}): Uint32Array {
   const ngram = opts.ngram ?? 3
   const bits = opts.bits ?? 64
   if (!Number.isInteger(ngram) || ngram < 1) throw new RangeError(`simhash: ngram must be a positive integer, got ${ngram}`)
   if (!Number.isInteger(bits) || bits % 32 !== 0 || bits < 32 || bits > 32 * LANE_SEEDS.length) throw new RangeError(`simhash: bits must be a multiple of 32 from 32 to ${32 * LANE_SEEDS.length}, got ${bits}`)
   const lanes = bits / 32
-  const cps = normalizedCodePoints(text)
-  const n = cps.length
-  const width = Math.min(ngram, n)
-  const grams = n >= ngram ? n - ngram + 1 : n > 0 ? 1 : 0
+  const len = text.length
   // Per 32-bit lane, four 256-entry histograms count the distinct n-grams with each byte value (small enough
   // to stay in L1); bits are read from them once at the end instead of 32 updates per n-gram.
   const hist = histScratch
   hist.fill(0, 0, lanes * 1024)
   // The set of the rolling hashes seen so far: linear probing in a power-of-two table of about one slot per
-  // position (at most 65,536 to start: natural text has far fewer distinct n-grams than positions, so most
+  // character (at most 65,536 to start: natural text has far fewer distinct n-grams than positions, so most
   // lookups find a repeat at the first slot), grown by doubling past half full. The rolling hash is not mixed
   // (its low bits follow the characters' low bits): a Fibonacci multiply picks the slot from its top bits. For
   // a fixed width the n-gram hash fmix32(roll ^ width) is a bijection of roll, so distinct rolls are distinct
   // n-grams and only the new ones are mixed. 0 marks an empty slot; the roll 0 has a flag of its own.
   let shift = 22
-  while (shift > 16 && 1 << (32 - shift) < grams) shift--
+  while (shift > 16 && 1 << (32 - shift) < len) shift--
   const size = 1 << (32 - shift)
   if (tableScratch.length < size) tableScratch = new Int32Array(size)
   else tableScratch.fill(0, 0, size)
@@ -114,13 +92,40 @@ export function simhashOfNormalized(text: string, opts: SimHashOptions = {}): Ui
   let mask = table.length - 1
   let zero = false
   let features = 0
-  // ROLL^(width-1), to drop the character leaving the window
+  // the last n-gram's code points, in a ring of a power of two at least ngram long
+  let ringSize = 1
+  while (ringSize < ngram) ringSize *= 2
+  if (windowScratch.length < ringSize) windowScratch = new Int32Array(ringSize)
+  const window = windowScratch
+  // zeros before the first code point: dropping a 0 from the roll changes nothing, so the first n-gram needs no
+  // case of its own
+  window.fill(0, 0, ringSize)
+  const ringMask = ringSize - 1
+  // ROLL^(ngram-1), to drop the code point leaving the window
   let top = 1
-  for (let k = 1; k < width; k++) top = Math.imul(top, ROLL)
+  for (let k = 1; k < ngram; k++) top = Math.imul(top, ROLL)
   let roll = 0
-  for (let k = 0; k < width; k++) roll = (Math.imul(roll, ROLL) + cps[k]) | 0
-  for (let i = 0; i < grams; i++) {
-    if (i > 0) roll = (Math.imul(roll - Math.imul(cps[i - 1], top), ROLL) + cps[i + width - 1]) | 0
+  let n = 0 // code points read
+  for (let i = 0; i < len; i++) {
+    let c = text.charCodeAt(i)
+    if ((c <= 32 || (c >= 0x85 && (c <= 0x3000 || c === 0xfeff))) && isWhitespace(c)) {
+      // a whitespace run reads as one space, none at the start or the end
+      let end = i + 1
+      while (end < len && isWhitespace(text.charCodeAt(end))) end++
+      i = end - 1
+      if (n === 0 || end === len) continue
+      c = 32
+    } else if (c >= 0xd800 && c <= 0xdbff && i + 1 < len) {
+      const d = text.charCodeAt(i + 1)
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        c = 0x10000 + ((c - 0xd800) << 10) + (d - 0xdc00)
+        i++
+      }
+    }
+    roll = (Math.imul(roll - Math.imul(window[(n - ngram) & ringMask], top), ROLL) + c) | 0
+    window[n & ringMask] = c
+    n++
+    if (n < ngram) continue
     if (roll === 0) {
       if (zero) continue
       zero = true
@@ -139,19 +144,12 @@ export function simhashOfNormalized(text: string, opts: SimHashOptions = {}): Ui
       }
     }
     features++
-    const h = fmix32(roll ^ width)
-    hist[h >>> 24]++
-    hist[256 + ((h >>> 16) & 255)]++
-    hist[512 + ((h >>> 8) & 255)]++
-    hist[768 + (h & 255)]++
-    for (let j = 1; j < lanes; j++) {
-      const v = fmix32(h ^ LANE_SEEDS[j])
-      const base = j * 1024
-      hist[base + (v >>> 24)]++
-      hist[base + 256 + ((v >>> 16) & 255)]++
-      hist[base + 512 + ((v >>> 8) & 255)]++
-      hist[base + 768 + (v & 255)]++
-    }
+    count(hist, fmix32(roll ^ ngram), lanes)
+  }
+  // a text shorter than one n-gram is one feature of its own width
+  if (n > 0 && n < ngram) {
+    features = 1
+    count(hist, fmix32(roll ^ n), lanes)
   }
   if (table.length > tableScratch.length) tableScratch = table
   const out = new Uint32Array(lanes)
@@ -172,6 +170,22 @@ export function simhashOfNormalized(text: string, opts: SimHashOptions = {}): Ui
     out[j] = lane >>> 0
   }
   return out
+}
+
+/** Counts a new n-gram of hash h in the byte histograms of every lane (lane j > 0 reads fmix32(h ^ LANE_SEEDS[j])). */
+function count(hist: Int32Array, h: number, lanes: number): void {
+  hist[h >>> 24]++
+  hist[256 + ((h >>> 16) & 255)]++
+  hist[512 + ((h >>> 8) & 255)]++
+  hist[768 + (h & 255)]++
+  for (let j = 1; j < lanes; j++) {
+    const v = fmix32(h ^ LANE_SEEDS[j])
+    const base = j * 1024
+    hist[base + (v >>> 24)]++
+    hist[base + 256 + ((v >>> 16) & 255)]++
+    hist[base + 512 + ((v >>> 8) & 255)]++
+    hist[base + 768 + (v & 255)]++
+  }
 }
 
 export function simhashToHex(lanes: Uint32Array): string {

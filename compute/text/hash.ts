@@ -1,6 +1,7 @@
 // 32-bit hashes shared by the sparse encoder and the dedup signatures. They are part of stored data (token ids
 // in the vector store, signatures in the database), so they must never change and never depend on the process:
-// MurmurHash3 x86_32 of the UTF-8 bytes, the same function as Python's `mmh3.hash(s, seed, signed=False)`.
+// MurmurHash3 x86_32 of the UTF-8 bytes, the same function as Python's `mmh3.hash(s, seed, signed=False)`, and
+// MinHash's word hash (FNV-1a of the UTF-16 code units).
 
 const C1 = 0xcc9e2d51
 const C2 = 0x1b873593
@@ -23,6 +24,19 @@ export function murmurRound(h: number, k: number): number {
   h ^= k
   h = (h << 13) | (h >>> 19)
   return (Math.imul(h, 5) + 0xe6546b64) | 0
+}
+
+export const FNV_OFFSET = 0x811c9dc5
+export const FNV_PRIME = 0x01000193
+
+/**
+ * The word hash of MinHash's shingles: FNV-1a over the UTF-16 code units of text[start, end), finalised by
+ * fmix32(h ^ length). The tokeniser computes it while it reads a word (WordTokenizer.forEachSpan).
+ */
+export function wordHash(text: string, start: number, end: number): number {
+  let h = FNV_OFFSET
+  for (let i = start; i < end; i++) h = Math.imul(h ^ text.charCodeAt(i), FNV_PRIME)
+  return fmix32(h ^ (end - start))
 }
 
 /**

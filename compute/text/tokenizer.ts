@@ -3,15 +3,17 @@
 // attaches particles to nouns) become overlapping character bigrams; a real analyser can replace this one
 // behind the WordTokenizer interface.
 import { readFileSync } from 'node:fs'
+import { fmix32, FNV_OFFSET, FNV_PRIME, wordHash } from './hash.ts'
 
 export interface WordTokenizer {
   /** Calls `emit` for every token of `text`, in order. Tokens are NFKC-normalised and lower-cased. */
   forEach(text: string, emit: (token: string) => void): void
   /**
    * The same tokens as [start, end) spans of `normalized` (normalizeForWords' output), without a string per
-   * token: for callers that only hash them (MinHash).
+   * token, each with its wordHash (compute/text/hash.ts), computed as the token is read: for callers that only
+   * hash them (MinHash).
    */
-  forEachSpan(normalized: string, emit: (start: number, end: number) => void): void
+  forEachSpan(normalized: string, emit: (start: number, end: number, hash: number) => void): void
   tokens(text: string): string[]
 }
 
@@ -101,6 +103,27 @@ function longestMatch(trie: Trie, text: string, i: number): number {
   return best
 }
 
+/**
+ * Emits the tokens of a run of bigram-script characters text[start, end): its overlapping bigrams over code
+ * points (the run may hold astral Han characters), or the run itself if it is one character.
+ */
+function emitBigrams(text: string, start: number, end: number, emit: (start: number, end: number, hash: number) => void): void {
+  let a = start
+  let b = a + (text.charCodeAt(a) >= 0xd800 && text.charCodeAt(a) <= 0xdbff ? 2 : 1)
+  if (b >= end) {
+    emit(start, end, wordHash(text, start, end))
+    return
+  }
+  while (b < end) {
+    const second = text.charCodeAt(b)
+    const c = b + (second >= 0xd800 && second <= 0xdbff ? 2 : 1)
+    // two BMP characters: wordHash written out
+    emit(a, c, c - a === 2 ? fmix32(Math.imul(Math.imul(FNV_OFFSET ^ text.charCodeAt(a), FNV_PRIME) ^ second, FNV_PRIME) ^ 2) : wordHash(text, a, c))
+    a = b
+    b = c
+  }
+}
+
 /** The form tokens are read from: NFKC, lower case. */
 export function normalizeForWords(text: string): string {
   return text.normalize('NFKC').toLowerCase()
@@ -114,29 +137,14 @@ export function createWordTokenizer(opts: WordTokenizerOptions = {}): WordTokeni
     forEachSpan(text, (start, end) => emit(text.slice(start, end)))
   }
 
-  function forEachSpan(text: string, emit: (start: number, end: number) => void): void {
+  function forEachSpan(text: string, emit: (start: number, end: number, hash: number) => void): void {
     const n = text.length
-    let run = -1 // start of the pending bigram-script run
-    const flush = (end: number) => {
-      if (run < 0) return
-      const start = run
-      run = -1
-      // bigrams over code points: the run may hold astral Han characters
-      let a = start
-      let b = a + (text.charCodeAt(a) >= 0xd800 && text.charCodeAt(a) <= 0xdbff ? 2 : 1)
-      if (b >= end) { emit(start, end); return }
-      while (b < end) {
-        const c = b + (text.charCodeAt(b) >= 0xd800 && text.charCodeAt(b) <= 0xdbff ? 2 : 1)
-        emit(a, c)
-        a = b
-        b = c
-      }
-    }
+    let run = -1 // start of the pending bigram-script run (a local, not a closure's: read at every character)
     let i = 0
     while (i < n) {
       const cls = classAt(text, i)
       if (cls === SEP) {
-        flush(i)
+        if (run >= 0) { emitBigrams(text, run, i, emit); run = -1 }
         i++
         continue
       }
@@ -144,35 +152,38 @@ export function createWordTokenizer(opts: WordTokenizerOptions = {}): WordTokeni
         const end = longestMatch(trie, text, i)
         // a dictionary word ending inside a word (`app` in `apple`) is no match
         if (end > 0 && !(end < n && classAt(text, end - 1) === WORD && classAt(text, end) === WORD)) {
-          flush(i)
-          emit(i, end)
+          if (run >= 0) { emitBigrams(text, run, i, emit); run = -1 }
+          emit(i, end, wordHash(text, i, end))
           i = end
           continue
         }
       }
       if (cls === WORD) {
-        flush(i)
+        if (run >= 0) { emitBigrams(text, run, i, emit); run = -1 }
+        // wordHash, read along
+        let h = Math.imul(FNV_OFFSET ^ text.charCodeAt(i), FNV_PRIME)
         let j = i + 1
         while (j < n) {
           const c = text.charCodeAt(j)
           if (c < 0x80) {
             if (classes[c] !== WORD) break
-            j++
-          } else {
-            if (c >= 0xdc00 && c <= 0xdfff) { j++; continue }
-            if (classAt(text, j) !== WORD) break
-            j++
-          }
+          } else if (!(c >= 0xdc00 && c <= 0xdfff) && classAt(text, j) !== WORD) break
+          h = Math.imul(h ^ c, FNV_PRIME)
+          j++
         }
-        emit(i, j)
+        emit(i, j, fmix32(h ^ (j - i)))
         i = j
         continue
       }
       if (run < 0) run = i
-      const c = text.charCodeAt(i)
+      let c = text.charCodeAt(i)
       i += c >= 0xd800 && c <= 0xdbff ? 2 : 1
+      if (trie === null) {
+        // without a dictionary no token starts inside the run: it is read to its end here
+        while (i < n && (c = text.charCodeAt(i)) >= 0x80 && classAt(text, i) === BIGRAM) i += c >= 0xd800 && c <= 0xdbff ? 2 : 1
+      }
     }
-    flush(n)
+    if (run >= 0) emitBigrams(text, run, n, emit)
   }
 
   return {

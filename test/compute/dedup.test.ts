@@ -67,6 +67,49 @@ test('simhash: other widths and n-gram sizes; empty text; option checks', () => 
   assert.throws(() => simhash(t, { ngram: 0 }), RangeError)
 })
 
+/**
+ * SimHash written out plainly, with strings: whitespace runs (`\s` and U+0085) as one space, trimmed; the distinct
+ * n-grams of code points (a text shorter than n is one n-gram); each n-gram's hash fmix32(p ^ width), where p is
+ * the polynomial sum of its code points c_k * 0x01000193^(width-1-k) mod 2^32; lane j > 0 reads
+ * fmix32(h ^ seed_j); a bit is set when more than half of the n-grams have it.
+ */
+function plainSimhash(text: string, n: number, bits: number): number[] {
+  const seeds = [0, 0x9e3779b9, 0x85ebca6b, 0xc2b2ae35]
+  const cps = Array.from(text.normalize('NFKC').toLowerCase().replace(/[\s\u0085]+/g, ' ').trim(), (c) => c.codePointAt(0)!)
+  const width = Math.min(n, cps.length)
+  const grams = new Set<string>()
+  for (let i = 0; i + width <= cps.length && cps.length > 0; i++) grams.add(cps.slice(i, i + width).join(','))
+  const ones = new Array<number>(bits).fill(0)
+  for (const g of grams) {
+    let p = 0n
+    for (const c of g.split(',')) p = (p * 0x01000193n + BigInt(c)) % 2n ** 32n
+    const h = fmix32((Number(p) ^ width) >>> 0)
+    for (let j = 0; j < bits / 32; j++) {
+      const lane = j === 0 ? h : fmix32((h ^ seeds[j]) >>> 0)
+      for (let b = 0; b < 32; b++) if ((lane >>> (31 - b)) & 1) ones[j * 32 + b]++
+    }
+  }
+  const lanes: number[] = []
+  for (let j = 0; j < bits / 32; j++) {
+    let lane = 0
+    for (let b = 0; b < 32; b++) if (2 * ones[j * 32 + b] > grams.size) lane |= 1 << (31 - b)
+    lanes.push(lane >>> 0)
+  }
+  return lanes
+}
+
+test('simhash equals SimHash written out plainly (the values are stored): whitespace, surrogates, short texts, widths', () => {
+  const r = rng(13)
+  const pieces = ['a', 'B', 'é', ' ', '  ', '\n\t', '\u0085', '\u00a0', '\u3000', '\ufeff', '\u0000', '\u001f', '가', '한국', '😀', '𠀀', '\ud800', '\udc00', 'ﬁ', 'x.']
+  const texts = ['', ' ', 'a', 'ab', ' ab ', 'abc', domainText(3, 3_000), `  ${words(4, 300).join('\n')}  `]
+  for (let k = 0; k < 300; k++) texts.push(Array.from({ length: Math.floor(r() * 14) }, () => pieces[Math.floor(r() * pieces.length)]).join(''))
+  for (const text of texts) {
+    for (const ngram of [1, 2, 3, 5]) {
+      for (const bits of [32, 64, 128]) assert.deepEqual([...simhash(text, { ngram, bits })], plainSimhash(text, ngram, bits), `${JSON.stringify(text.slice(0, 30))} n=${ngram} bits=${bits}`)
+    }
+  }
+})
+
 test('hex form round-trips; Hamming distance counts differing bits', () => {
   const lanes = Uint32Array.from([0xdeadbeef, 0x00000001])
   assert.equal(simhashToHex(lanes), 'deadbeef00000001')

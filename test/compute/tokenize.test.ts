@@ -104,6 +104,33 @@ test('forEach emits the same tokens as tokens()', () => {
   assert.deepEqual(seen, t.tokens(text))
 })
 
+test('forEachSpan gives every token as a span of the normalised text with its word hash (FNV-1a, then fmix32 with the length)', () => {
+  // written out here, independent of hash.ts: FNV-1a over the UTF-16 code units, MurmurHash3's finaliser
+  const plainHash = (token: string) => {
+    let h = 0x811c9dc5
+    for (let i = 0; i < token.length; i++) h = Math.imul(h ^ token.charCodeAt(i), 0x01000193) >>> 0
+    h = (h ^ token.length) >>> 0
+    h ^= h >>> 16
+    h = Math.imul(h, 0x85ebca6b) >>> 0
+    h ^= h >>> 13
+    h = Math.imul(h, 0xc2b2ae35) >>> 0
+    return (h ^ (h >>> 16)) >>> 0
+  }
+  const texts = ['', 'Mixed 텍스트 with 東京 and numbers 123', '서울시에서 나 는', '𠀀𠀁𠀂 a𠀀b 한𠀀', 'x\ud800y \udc00z 가\ud800', 'apple app 삼성전자에서 C++ 카카오톡으로', 'ﬁne Ｆｕｌｌ']
+  for (const t of [createWordTokenizer(), createWordTokenizer({ userWords: ['삼성', '삼성전자', 'c++', 'app', '카카오톡'] })]) {
+    for (const text of texts) {
+      const normalized = text.normalize('NFKC').toLowerCase()
+      const spans: string[] = []
+      t.forEachSpan(normalized, (start, end, hash) => {
+        const token = normalized.slice(start, end)
+        assert.equal(hash, plainHash(token), `${JSON.stringify(token)} in ${JSON.stringify(text)}`)
+        spans.push(token)
+      })
+      assert.deepEqual(spans, t.tokens(text))
+    }
+  }
+})
+
 test('Porter stemmer reproduces the examples of Porter (1980)', () => {
   const pairs: [string, string][] = [
     ['caresses', 'caress'], ['ponies', 'poni'], ['ties', 'ti'], ['caress', 'caress'], ['cats', 'cat'],
