@@ -5,6 +5,7 @@
 import os from 'node:os'
 import { WORKER_YOUNG_GENERATION_MB } from '../kernel/allocator.ts'
 import { AppError } from '../kernel/errors.ts'
+import { compiledTasks } from './compiled.mjs'
 import { isTaskStartedMessage, TASK_NAME } from './protocol.ts'
 import type { TaskEnvelope, TaskName, TaskRequest, TaskValue, WorkerReply } from './protocol.ts'
 import { Piscina } from 'piscina'
@@ -31,6 +32,11 @@ export interface ComputePoolOptions {
   maxYoungGenerationSizeMb?: number
   /** Workers above minThreads end after this long idle. */
   idleTimeoutMs?: number
+  /**
+   * The folder (file URL) the workers import compiled tasks from. Default: compiledTasks() (compiled.mjs), built
+   * or reused at creation. null: the workers register tsx and import the TypeScript sources.
+   */
+  compiledTasks?: string | null
 }
 
 export interface RunOptions {
@@ -63,6 +69,8 @@ export interface ComputePoolStats {
 }
 
 export interface ComputePool {
+  /** Where the workers import the tasks from: the compiled folder, or null for the sources through tsx. */
+  readonly compiledTasks: string | null
   run<K extends TaskName>(name: K, request: TaskRequest<K>, opts?: RunOptions): Promise<TaskValue<K>>
   stats(): ComputePoolStats
   /** Refuses new calls, waits for the calls already made, then ends the workers. force: fail them instead. */
@@ -119,13 +127,15 @@ function transferList(items: RunOptions['transfer']): ArrayBuffer[] {
 
 export function createComputePool(opts: ComputePoolOptions = {}): ComputePool {
   const o = resolveOptions(opts)
+  const compiled = opts.compiledTasks !== undefined ? opts.compiledTasks : compiledTasks()
   const piscina = new Piscina({
     filename: WORKER_ENTRY,
+    workerData: { compiledTasks: compiled },
     minThreads: o.minThreads,
     maxThreads: o.maxThreads,
     idleTimeout: o.idleTimeoutMs,
-    // The worker entry registers tsx itself; inheriting the parent's flags (--import tsx, --test, loaders
-    // of tsx's CLI) would register it twice or not at all depending on how the process was started.
+    // The worker entry registers tsx itself where it needs it; inheriting the parent's flags (--import tsx,
+    // --test, loaders of tsx's CLI) would register it twice, or where no thread needs it.
     execArgv: [],
     resourceLimits: { maxOldGenerationSizeMb: o.maxOldGenerationSizeMb, maxYoungGenerationSizeMb: o.maxYoungGenerationSizeMb },
   })
@@ -216,6 +226,7 @@ export function createComputePool(opts: ComputePoolOptions = {}): ComputePool {
   }
 
   return {
+    compiledTasks: compiled,
     run(name, request, ro = {}) {
       if (closing) return Promise.reject(new AppError(COMPUTE_CLOSED, 503, `compute task '${name}' not run: the compute pool is closed`))
       const p = call(name, request, ro)

@@ -73,6 +73,12 @@ export function resolvePluginModule(modulePath: string, cwd = process.cwd()): st
   }
 }
 
+/**
+ * Set by the compute pool's worker (compute/worker.mjs), which runs compiled tasks without tsx: registers tsx in
+ * that thread, for a plugin written in TypeScript. Elsewhere the process already runs under tsx.
+ */
+const TSX_HOOK = Symbol.for('quarry.registerTsx')
+
 export function parsePluginEntry(entry: string): { modulePath: string; funcName: string } {
   const i = entry.lastIndexOf(':')
   // 'C:\\x\\y:register' has a drive colon too: only the last colon separates the function name.
@@ -88,7 +94,9 @@ export async function loadParserPlugins(registry: ParserRegistry, entries: reado
     const { modulePath, funcName } = parsePluginEntry(entry)
     let mod: Record<string, unknown>
     try {
-      mod = (await import(resolvePluginModule(modulePath))) as Record<string, unknown>
+      const url = resolvePluginModule(modulePath)
+      if (/\.[cm]?ts$/.test(url)) await ((globalThis as Record<symbol, unknown>)[TSX_HOOK] as (() => Promise<void>) | undefined)?.()
+      mod = (await import(url)) as Record<string, unknown>
     } catch (err) {
       throw parseError(ParseCode.PLUGIN, `parser plugin '${entry}' could not be loaded: ${errorMessage(err)}`, err)
     }

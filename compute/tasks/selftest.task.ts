@@ -15,6 +15,7 @@ export type SelftestRequest =
   | { mode: 'lastResultBytes' }
   | { mode: 'spin'; ms: number }
   | { mode: 'limits' }
+  | { mode: 'typescript'; url: string }
 
 export interface SelftestValue {
   echo?: string
@@ -71,6 +72,14 @@ export default async function selftest(req: SelftestRequest): Promise<TaskResult
       const { threadId } = await import('node:worker_threads')
       return { ok: true, value: { threadId } }
     }
+    case 'typescript':
+      // Whether this thread imports TypeScript (tsx registered): compute/worker.mjs registers it only where needed.
+      try {
+        await import(req.url)
+        return { ok: true, value: { echo: 'imported' } }
+      } catch (err) {
+        return { ok: true, value: { echo: (err as { code?: string }).code ?? String(err) } }
+      }
     case 'limits': {
       const { resourceLimits } = await import('node:worker_threads')
       return { ok: true, value: { limits: { maxYoungGenerationSizeMb: resourceLimits.maxYoungGenerationSizeMb, maxOldGenerationSizeMb: resourceLimits.maxOldGenerationSizeMb } } }

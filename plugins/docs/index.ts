@@ -1,6 +1,6 @@
 // Documents: the endpoints of spec 4.7, the ingest pipeline and the built-in worker.
 import { createComputePool, type ComputePool } from '../../compute/pool.ts'
-import { collectGarbage } from '../../kernel/allocator.ts'
+import { collectGarbage, trimHeap } from '../../kernel/allocator.ts'
 import { definePlugin } from '../../kernel/plugin.ts'
 import type { KbService } from '../kb/service.ts'
 import { createProcessor, type PipelineMetrics } from './pipeline.ts'
@@ -10,6 +10,8 @@ import { createWorker, type Worker } from './worker.ts'
 
 /** Documents after which the worker collects the heap once it goes idle (collectGarbage). */
 const BURST_DOCUMENTS = 100
+/** While documents are being ingested, glibc's free pages go back to the OS this often (trimHeap). */
+const TRIM_EVERY_MS = 1000
 
 export interface DocsPlugin {
   service: DocsService
@@ -38,9 +40,22 @@ export default definePlugin<DocsPlugin & { close(): Promise<void> }>({
     const processor = createProcessor({ adapters, pool, repo: service.repo, settings, log: ctx.log, promoteDuplicates: service.promoteDuplicates })
     const consume = ctx.mode === 'worker' || settings.queue_worker.enabled
     let worker: Worker | null = null
+    let trimmer: NodeJS.Timeout | undefined
     if (consume) {
-      // The end of a bulk ingest: its garbage is collected at once instead of when V8 next gets to it (collectGarbage).
-      const afterBurst = () => ctx.log.debug({ gc_ms: collectGarbage() }, 'bulk ingest over: heap collected')
+      // The end of a bulk ingest: its garbage is collected at once instead of when V8 next gets to it (collectGarbage),
+      // and what that freed goes back to the OS (trimHeap).
+      const afterBurst = () => {
+        const gcMs = collectGarbage()
+        ctx.log.debug({ gc_ms: gcMs, trim_ms: trimHeap() }, 'bulk ingest over: heap collected')
+      }
+      // During one, glibc's free pages go back once a second, while documents keep being taken.
+      let seen = processor.metrics.documents
+      trimmer = setInterval(() => {
+        if (processor.metrics.documents === seen) return
+        seen = processor.metrics.documents
+        trimHeap()
+      }, TRIM_EVERY_MS)
+      trimmer.unref()
       worker = createWorker({ queue: adapters.queue, repo: service.repo, processor, log: ctx.log, afterBurst }, {
         maxWorkers: settings.queue_worker.max_workers,
         maxPerPoll: settings.queue_poll.max_per_poll,
@@ -62,6 +77,7 @@ export default definePlugin<DocsPlugin & { close(): Promise<void> }>({
       pool,
       addIngestHook: service.addIngestHook,
       async close() {
+        clearInterval(trimmer)
         await worker?.stop(settings.server.shutdown_grace_sec * 1000)
         await pool.close({ force: true })
       },

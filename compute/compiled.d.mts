@@ -1,0 +1,2 @@
+/** See compiled.mjs. */
+export function compiledTasks(cacheRoot?: string): string | null

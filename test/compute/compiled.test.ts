@@ -1,0 +1,114 @@
+// The compute tasks compiled to JavaScript (compute/compiled.mjs) and a pool whose workers run them without tsx.
+import { describe, it, after } from 'node:test'
+import assert from 'node:assert/strict'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import os from 'node:os'
+import path from 'node:path'
+import { fileURLToPath, pathToFileURL } from 'node:url'
+import { compiledTasks } from '../../compute/compiled.mjs'
+import { createComputePool } from '../../compute/pool.ts'
+import { parseDocument } from '../../compute/parse/index.ts'
+import { utf8 } from '../fixtures/make-text.ts'
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+const TASKS = readdirSync(path.join(ROOT, 'compute', 'tasks')).filter((f) => f.endsWith('.task.ts')).map((f) => f.replace(/\.ts$/, '.mjs'))
+/** A TypeScript module for the probe: importing it works only where tsx is registered. */
+const TS_MODULE = pathToFileURL(path.join(ROOT, 'compute', 'protocol.ts')).href
+
+describe('compiled compute tasks', () => {
+  // Inside the repository, as the real cache is: the bundles' package imports resolve from its node_modules.
+  const cacheRoot = mkdtempSync(path.join(ROOT, 'node_modules', '.cache', 'quarry-test-'))
+  after(() => rmSync(cacheRoot, { recursive: true, force: true }))
+
+  it('bundles every task once and reuses the build while its sources are unchanged', async () => {
+    const url = compiledTasks(cacheRoot)
+    assert.ok(url !== null && url.startsWith('file://') && url.endsWith('/'), `a folder URL, got ${String(url)}`)
+    const dir = fileURLToPath(url)
+    assert.ok(dir.startsWith(cacheRoot), 'built under the cache root asked for')
+    for (const f of TASKS) assert.ok(existsSync(path.join(dir, f)), `${f} is built`)
+    assert.equal(compiledTasks(cacheRoot), url, 'unchanged sources: the same build')
+    // The build is plain JavaScript that runs here: its selftest task answers as the source does.
+    const mod = (await import(`${url}selftest.task.mjs`)) as { default(req: unknown): Promise<unknown> }
+    assert.deepEqual(await mod.default({ mode: 'echo', value: 'compiled' }), { ok: true, value: { echo: 'compiled' } })
+  })
+
+  it('builds again when a source differs from what the manifest recorded, keeping the older builds in use', () => {
+    const first = compiledTasks(cacheRoot)!
+    const [home] = readdirSync(cacheRoot).filter((d) => d.startsWith('compute-'))
+    const manifestPath = path.join(cacheRoot, home, 'manifest.json')
+    const manifest = JSON.parse(readFileSync(manifestPath, 'utf8')) as { inputs: Record<string, [number, number]> }
+    assert.ok('compute/tasks/analyze.task.ts' in manifest.inputs && 'compute/parse/pdf.ts' in manifest.inputs, 'the manifest names the sources, imports included')
+    // As if compute/parse/pdf.ts had been edited since (its size and time no longer match).
+    manifest.inputs['compute/parse/pdf.ts'] = [manifest.inputs['compute/parse/pdf.ts'][0] + 1, 0]
+    writeFileSync(manifestPath, JSON.stringify(manifest))
+    const second = compiledTasks(cacheRoot)!
+    assert.notEqual(second, first, 'a new build')
+    assert.ok(existsSync(fileURLToPath(first)), 'the earlier build stays for a process still loading from it')
+    assert.equal(compiledTasks(cacheRoot), second)
+    // A damaged manifest is rebuilt, not trusted.
+    writeFileSync(manifestPath, '{')
+    const third = compiledTasks(cacheRoot)!
+    assert.ok(third !== second && existsSync(path.join(fileURLToPath(third), 'analyze.task.mjs')))
+  })
+
+  it('keeps the newest builds only', () => {
+    const homeOf = () => path.join(cacheRoot, readdirSync(cacheRoot).find((d) => d.startsWith('compute-'))!)
+    const builds = () => readdirSync(homeOf()).filter((d) => d.startsWith('build-'))
+    for (let i = 0; i < 7; i++) {
+      writeFileSync(path.join(homeOf(), 'manifest.json'), '{')
+      compiledTasks(cacheRoot)
+    }
+    assert.equal(builds().length, 5, 'the current build and the four newest others')
+  })
+
+  it('answers null when no build can be written, and a pool then runs the sources', async () => {
+    const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'quarry-compiled-')), 'not-a-folder')
+    writeFileSync(file, '')
+    assert.equal(compiledTasks(path.join(file, 'cache')), null)
+    rmSync(path.dirname(file), { recursive: true, force: true })
+  })
+})
+
+describe('a compute pool on compiled tasks', () => {
+  it('runs the tasks without tsx in its workers; with compiledTasks null, through tsx', async () => {
+    const pool = createComputePool({ maxThreads: 1, minThreads: 1 })
+    try {
+      assert.ok(pool.compiledTasks !== null, 'the default pool compiles its tasks')
+      assert.deepEqual(await pool.run('selftest', { mode: 'echo', value: 'x' }), { echo: 'x' })
+      assert.equal((await pool.run('selftest', { mode: 'typescript', url: TS_MODULE })).echo, 'ERR_UNKNOWN_FILE_EXTENSION', 'no tsx in the worker')
+    } finally {
+      await pool.close()
+    }
+    const sources = createComputePool({ maxThreads: 1, minThreads: 1, compiledTasks: null })
+    try {
+      assert.equal(sources.compiledTasks, null)
+      assert.equal((await sources.run('selftest', { mode: 'typescript', url: TS_MODULE })).echo, 'imported')
+    } finally {
+      await sources.close()
+    }
+  })
+
+  it('registers tsx in a worker when a parser plugin written in TypeScript is loaded', async (t) => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'quarry-ts-plugin-'))
+    t.after(() => rmSync(dir, { recursive: true, force: true }))
+    // A plugin package of ES modules, as tsx's ES-module hooks (all the worker registers) expect.
+    writeFileSync(path.join(dir, 'package.json'), '{"type":"module"}')
+    writeFileSync(path.join(dir, 'shout.ts'), `const up = (s: string): string => s.toUpperCase()
+export function register(r: { register(ext: string, fn: (i: { bytes: Uint8Array }) => unknown): void }): void {
+  r.register('txt', (i) => ({ title: 'ts', doc_type: 'txt', pages: [{ page_num: 1, page_label: '1', text: up(new TextDecoder().decode(i.bytes)) }] }))
+}
+`)
+    const pool = createComputePool({ maxThreads: 1, minThreads: 1 })
+    try {
+      assert.ok(pool.compiledTasks !== null)
+      const doc = await pool.run('parse', { bytes: utf8('typed plugin'), filename: 'a.txt', policy: 'balanced', parserPlugins: [`${dir}/shout.ts:register`] })
+      assert.equal(doc.pages[0].text, 'TYPED PLUGIN')
+      assert.equal((await pool.run('selftest', { mode: 'typescript', url: TS_MODULE })).echo, 'imported', 'tsx is registered from then on')
+      // The same plugin in this thread (already under tsx) parses alike.
+      const here = await parseDocument({ bytes: utf8('typed plugin'), filename: 'a.txt', policy: 'balanced', parserPlugins: [`${dir}/shout.ts:register`] })
+      assert.equal(here.pages[0].text, doc.pages[0].text)
+    } finally {
+      await pool.close()
+    }
+  })
+})
