@@ -15,7 +15,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 
 COPY package.json package-lock.json ./
-# tsx runs the TypeScript sources directly, so it is a runtime dependency; dev dependencies are left out.
+# esbuild (with tsx, which runs the sources where no build can be made) is a runtime dependency; dev dependencies are left out.
 # npm install (not npm ci): @ohah/hwpjs names optional platform builds that are not published, which
 # `npm ci` reports as a lock-file mismatch; install uses the locked versions all the same.
 RUN npm install --omit=dev --no-audit --no-fund && npm cache clean --force
@@ -25,8 +25,9 @@ COPY plugins ./plugins
 COPY compute ./compute
 COPY adapters ./adapters
 COPY tsconfig.json settings.example.yaml ./
-# The compute pool's tasks compiled to JavaScript ahead (compute/compiled.mjs): its workers run them without tsx.
-RUN node -e "import('./compute/compiled.mjs').then((m) => process.exit(m.compiledTasks() === null ? 1 : 0))" \
+# The service and the compute pool's tasks compiled to JavaScript ahead (kernel/compiled.mjs): npm start runs them
+# without tsx (kernel/run.mjs).
+RUN node -e "import('./kernel/compiled.mjs').then(async (m) => process.exit(m.compiledTasks() === null || (await m.compiledEntry('kernel/main.ts')) === null ? 1 : 0))" \
  && cp settings.example.yaml /app/settings.yaml \
  && mkdir -p /app/data \
  && chown -R node:node /app

@@ -208,7 +208,8 @@ async function serviceInChild(docs: GeneratedDoc[], concurrency: number, profile
     for (const d of docs) writeFileSync(join(files, d.name), d.bytes)
     // Other file names than the measured ones: the warm-up must not make them re-uploads.
     for (const d of docs.slice(0, 20)) writeFileSync(join(warm, `warm-${d.name}`), d.bytes)
-    const args = [...serviceExecArgv(), '--import', 'tsx', 'bench/ingest.bench.ts', '--service-child', `--files=${files}`, `--warm=${warm}`, `--concurrency=${concurrency}`]
+    // Compiled, as npm start runs the service (kernel/run.mjs): no tsx in its process.
+    const args = [...serviceExecArgv(), 'kernel/run.mjs', 'bench/ingest.bench.ts', '--service-child', `--files=${files}`, `--warm=${warm}`, `--concurrency=${concurrency}`]
     if (profileFile !== undefined) args.push(`--profile=${profileFile}`)
     // Started as npm start starts the service: with its malloc arena setting and V8 thread count (kernel/allocator.ts).
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: serviceEnv(process.env) })

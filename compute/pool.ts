@@ -5,7 +5,7 @@
 import os from 'node:os'
 import { WORKER_YOUNG_GENERATION_MB } from '../kernel/allocator.ts'
 import { AppError } from '../kernel/errors.ts'
-import { compiledTasks } from './compiled.mjs'
+import { compiledTasks } from '../kernel/compiled.mjs'
 import { isTaskStartedMessage, TASK_NAME } from './protocol.ts'
 import type { TaskEnvelope, TaskName, TaskRequest, TaskValue, WorkerReply } from './protocol.ts'
 import { Piscina } from 'piscina'
@@ -33,7 +33,7 @@ export interface ComputePoolOptions {
   /** Workers above minThreads end after this long idle. */
   idleTimeoutMs?: number
   /**
-   * The folder (file URL) the workers import compiled tasks from. Default: compiledTasks() (compiled.mjs), built
+   * The folder (file URL) the workers import compiled tasks from. Default: compiledTasks() (kernel/compiled.mjs), built
    * or reused at creation. null: the workers register tsx and import the TypeScript sources.
    */
   compiledTasks?: string | null

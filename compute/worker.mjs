@@ -1,5 +1,5 @@
 // The worker side of the compute pool (loaded by worker.cjs, the entry Piscina starts). It is plain ESM because
-// it must run before any TypeScript can. The pool hands it the folder of the compiled tasks (compiled.mjs): the
+// it must run before any TypeScript can. The pool hands it the folder of the compiled tasks (kernel/compiled.mjs): the
 // tasks then run as plain JavaScript, with no tsx in this thread (28 MB of RSS less). Without that folder (no
 // build could be made) it registers tsx and imports the .task.ts sources, the same way whether the process was
 // started with `tsx`, `node --import tsx` or `node --test` (the pool starts workers with an empty execArgv). A

@@ -1,4 +1,5 @@
-// Entry point: `tsx kernel/main.ts [serve|worker|mcp] [--config settings.yaml]`.
+// Entry point: `node kernel/run.mjs kernel/main.ts [serve|worker|mcp] [--config settings.yaml]` (npm start, npm run worker,
+// npm run mcp: compiled, see kernel/run.mjs), or `tsx kernel/main.ts ...` straight from the sources.
 import { createApp, type App } from './app.ts'
 import { ConfigError, loadSettings } from './config/load.ts'
 import { createLogger } from './log.ts'

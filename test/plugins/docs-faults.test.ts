@@ -108,7 +108,8 @@ describe('crash recovery', () => {
       queue_worker: { max_workers: 2 }, provider: { name: 'local', url: fake.url }, embedding: { model: 'nomic-embed-text', vector_size: 768 },
     }))
     const start = async (): Promise<ChildProcess> => {
-      const child = spawn(process.execPath, ['--import', 'tsx', 'kernel/main.ts', '--config', config], { stdio: ['ignore', 'ignore', 'inherit'] })
+      // Compiled, as npm start runs it (kernel/run.mjs).
+      const child = spawn(process.execPath, ['kernel/run.mjs', 'kernel/main.ts', '--config', config], { stdio: ['ignore', 'ignore', 'inherit'] })
       t.after(() => child.kill('SIGKILL'))
       await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/health`)).ok, 'the service to start', 60_000, 200)
       return child
@@ -248,7 +249,8 @@ describe('separate worker processes on Redis', { skip: skipUnless('postgres') ||
     }))
     // The worker has its own data_dir: its embedded vector index is not the API process's, so the API process
     // reads what the worker wrote only through PostgreSQL; vectors are checked through the worker's metadata.
-    const workers = [0, 1].map(() => spawn(process.execPath, ['--import', 'tsx', 'kernel/main.ts', 'worker', '--config', join(dir, 'settings.yaml')], { stdio: ['ignore', 'ignore', 'inherit'] }))
+    // As npm run worker starts them: compiled (kernel/run.mjs).
+    const workers = [0, 1].map(() => spawn(process.execPath, ['kernel/run.mjs', 'kernel/main.ts', 'worker', '--config', join(dir, 'settings.yaml')], { stdio: ['ignore', 'ignore', 'inherit'] }))
     t.after(() => workers.forEach((w) => w.kill('SIGTERM')))
     for (const id of ids) assert.equal((await settle(svc, kb, id)).status, 'indexed', `document ${id}`)
   })

@@ -1,11 +1,14 @@
-// The compute tasks compiled to JavaScript (compute/compiled.mjs) and a pool whose workers run them without tsx.
+// Our TypeScript compiled to JavaScript (kernel/compiled.mjs): the compute tasks, a pool whose workers run them
+// without tsx, and a program started compiled by kernel/run.mjs.
 import { describe, it, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { execFile } from 'node:child_process'
 import os from 'node:os'
 import path from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
-import { compiledTasks } from '../../compute/compiled.mjs'
+import { promisify } from 'node:util'
+import { compiledEntry, compiledTasks } from '../../kernel/compiled.mjs'
 import { createComputePool } from '../../compute/pool.ts'
 import { parseDocument } from '../../compute/parse/index.ts'
 import { utf8 } from '../fixtures/make-text.ts'
@@ -17,6 +20,7 @@ const TS_MODULE = pathToFileURL(path.join(ROOT, 'compute', 'protocol.ts')).href
 
 describe('compiled compute tasks', () => {
   // Inside the repository, as the real cache is: the bundles' package imports resolve from its node_modules.
+  mkdirSync(path.join(ROOT, 'node_modules', '.cache'), { recursive: true })
   const cacheRoot = mkdtempSync(path.join(ROOT, 'node_modules', '.cache', 'quarry-test-'))
   after(() => rmSync(cacheRoot, { recursive: true, force: true }))
 
@@ -110,5 +114,47 @@ export function register(r: { register(ext: string, fn: (i: { bytes: Uint8Array 
     } finally {
       await pool.close()
     }
+  })
+})
+
+describe('a program started by kernel/run.mjs', () => {
+  it('runs compiled, without tsx, with its arguments, its path as argv[1] and its sources\' import.meta.url', async (t) => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'quarry-run-'))
+    t.after(() => rmSync(dir, { recursive: true, force: true }))
+    const entry = path.join(dir, 'entry.ts')
+    // TypeScript that imports the compute pool: the pool finds its worker entry beside its source (import.meta.url).
+    writeFileSync(entry, `import { createComputePool } from ${JSON.stringify(path.join(ROOT, 'compute', 'pool.ts'))}
+const probe = async (): Promise<string> => {
+  try {
+    await import(${JSON.stringify(TS_MODULE)})
+    return 'imported'
+  } catch (err) {
+    return (err as { code?: string }).code ?? String(err)
+  }
+}
+const pool = createComputePool({ maxThreads: 1, minThreads: 1 })
+const echo: { echo?: string } = await pool.run('selftest', { mode: 'echo', value: 'from the pool' })
+await pool.close()
+process.stdout.write(JSON.stringify({ args: process.argv.slice(2), argv1: process.argv[1], url: import.meta.url, typescript: await probe(), echo: echo.echo, tasks: pool.compiledTasks !== null }))
+`)
+    const run = async () => JSON.parse((await promisify(execFile)(process.execPath, ['kernel/run.mjs', entry, 'serve', '--config', 'x.yaml'], { cwd: ROOT, timeout: 60_000 })).stdout) as Record<string, unknown>
+    const out = await run()
+    assert.deepEqual(out, { args: ['serve', '--config', 'x.yaml'], argv1: entry, url: pathToFileURL(entry).href, typescript: 'ERR_UNKNOWN_FILE_EXTENSION', echo: 'from the pool', tasks: true })
+    // Started again: the build is reused (the same folder), and it answers the same.
+    const builds = () => readdirSync(path.join(ROOT, 'node_modules', '.cache', 'quarry')).filter((d) => d.startsWith('entry-entry-'))
+      .flatMap((d) => readdirSync(path.join(ROOT, 'node_modules', '.cache', 'quarry', d)).filter((b) => b.startsWith('build-')).map((b) => `${d}/${b}`))
+    const before = builds()
+    assert.deepEqual(await run(), out)
+    assert.deepEqual(builds(), before)
+  })
+
+  it('compiledEntry answers the entry module of a build, reused while unchanged, and null when none can be written', async () => {
+    const url = await compiledEntry(path.join(ROOT, 'kernel', 'main.ts'))
+    assert.ok(url !== null && url.endsWith('/main.mjs') && existsSync(fileURLToPath(url)), String(url))
+    assert.equal(await compiledEntry(path.join(ROOT, 'kernel', 'main.ts')), url)
+    const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'quarry-compiled-')), 'not-a-folder')
+    writeFileSync(file, '')
+    assert.equal(await compiledEntry(path.join(ROOT, 'kernel', 'main.ts'), path.join(file, 'cache')), null)
+    rmSync(path.dirname(file), { recursive: true, force: true })
   })
 })
