@@ -35,7 +35,8 @@ function load(task) {
   if (mod === undefined) {
     if (typeof task !== 'string' || !TASK_NAME.test(task)) throw new Error(`invalid task name ${JSON.stringify(task)}`)
     mod = import(compiled !== null ? `${compiled}${task}.task.mjs` : new URL(`./tasks/${task}.task.ts`, import.meta.url).href)
-    // A module that fails to load is not cached, so a fixed file is picked up by the next call.
+    // A module that fails to load is not cached, so the next call tries again (a fixed source, when the sources
+    // run through tsx; a compiled build stays as it was for the life of the pool).
     mod.catch(() => modules.delete(task))
     modules.set(task, mod)
   }

@@ -35,14 +35,16 @@ const KEEP_BUILDS = 4
  * bundles' package imports resolve from its node_modules (tests pass a folder of their own).
  */
 export function compiledTasks(cacheRoot = DEFAULT_CACHE) {
+  let c
   try {
     const tasks = join(ROOT, 'compute', 'tasks')
     const entries = readdirSync(tasks).filter((f) => f.endsWith('.task.ts')).sort().map((f) => `compute/tasks/${f}`)
-    const c = cache(cacheRoot, 'compute', entries)
+    c = cache(cacheRoot, 'compute', entries)
     if (c.url !== null) return c.url
     const { buildSync } = requireFromRoot('esbuild')
     return c.record(buildSync(options(c.out, entries, 'compute/tasks')))
   } catch {
+    discard(c)
     return null
   }
 }
@@ -53,19 +55,26 @@ export function compiledTasks(cacheRoot = DEFAULT_CACHE) {
  * tsx). `cacheRoot`: as for compiledTasks.
  */
 export async function compiledEntry(file, cacheRoot = DEFAULT_CACHE) {
+  let c
   try {
     const abs = resolve(file)
     const entry = relative(ROOT, abs)
     // Named after the entry: kernel/main.ts and a benchmark keep a build each.
-    const c = cache(cacheRoot, `entry-${basename(abs, extname(abs))}-${hash(abs)}`, [entry])
+    c = cache(cacheRoot, `entry-${basename(abs, extname(abs))}-${hash(abs)}`, [entry])
     const name = `${basename(abs, extname(abs))}.mjs`
     if (c.url !== null) return c.url + name
     const { build } = requireFromRoot('esbuild')
     const url = c.record(await build({ ...options(c.out, [entry], dirname(entry)), plugins: [sourceMetaUrl] }))
     return url + name
   } catch {
+    discard(c)
     return null
   }
+}
+
+/** Removes the folder of a build that failed (a source that does not compile): the sources then run through tsx. */
+function discard(c) {
+  if (c?.out !== undefined) rmSync(c.out, { recursive: true, force: true })
 }
 
 function options(out, entries, outbase) {

@@ -148,13 +148,22 @@ process.stdout.write(JSON.stringify({ args: process.argv.slice(2), argv1: proces
     assert.deepEqual(builds(), before)
   })
 
-  it('compiledEntry answers the entry module of a build, reused while unchanged, and null when none can be written', async () => {
+  it('compiledEntry answers the entry module of a build, reused while unchanged, and null when none can be made', async (t) => {
     const url = await compiledEntry(path.join(ROOT, 'kernel', 'main.ts'))
     assert.ok(url !== null && url.endsWith('/main.mjs') && existsSync(fileURLToPath(url)), String(url))
     assert.equal(await compiledEntry(path.join(ROOT, 'kernel', 'main.ts')), url)
     const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'quarry-compiled-')), 'not-a-folder')
     writeFileSync(file, '')
     assert.equal(await compiledEntry(path.join(ROOT, 'kernel', 'main.ts'), path.join(file, 'cache')), null)
+    // A source that does not compile: null, and no half-made build is left behind.
+    const broken = path.join(path.dirname(file), 'broken.ts')
+    writeFileSync(broken, 'const x: = 1\n')
+    const cacheRoot = mkdtempSync(path.join(ROOT, 'node_modules', '.cache', 'quarry-test-'))
+    t.after(() => rmSync(cacheRoot, { recursive: true, force: true }))
+    assert.equal(await compiledEntry(broken, cacheRoot), null)
+    const homes = readdirSync(cacheRoot)
+    assert.equal(homes.length, 1)
+    assert.deepEqual(readdirSync(path.join(cacheRoot, homes[0])).filter((d) => d.startsWith('build-')), [])
     rmSync(path.dirname(file), { recursive: true, force: true })
   })
 })
