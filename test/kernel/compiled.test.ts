@@ -18,10 +18,21 @@ const TASKS = readdirSync(path.join(ROOT, 'compute', 'tasks')).filter((f) => f.e
 /** A TypeScript module for the probe: importing it works only where tsx is registered. */
 const TS_MODULE = pathToFileURL(path.join(ROOT, 'compute', 'protocol.ts')).href
 
-describe('compiled compute tasks', () => {
-  // Inside the repository, as the real cache is: the bundles' package imports resolve from its node_modules.
+/** A cache folder of its own inside the repository (as the real cache is: the bundles' package imports resolve from its node_modules). */
+function repoCacheRoot(): string {
   mkdirSync(path.join(ROOT, 'node_modules', '.cache'), { recursive: true })
-  const cacheRoot = mkdtempSync(path.join(ROOT, 'node_modules', '.cache', 'quarry-test-'))
+  return mkdtempSync(path.join(ROOT, 'node_modules', '.cache', 'quarry-test-'))
+}
+
+/** A cache root that cannot be created (under a regular file), and a folder to remove afterwards. */
+function unwritableCacheRoot(): { root: string; dir: string } {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'quarry-compiled-'))
+  writeFileSync(path.join(dir, 'not-a-folder'), '')
+  return { root: path.join(dir, 'not-a-folder', 'cache'), dir }
+}
+
+describe('compiled compute tasks', () => {
+  const cacheRoot = repoCacheRoot()
   after(() => rmSync(cacheRoot, { recursive: true, force: true }))
 
   it('bundles every task once and reuses the build while its sources are unchanged', async () => {
@@ -65,11 +76,10 @@ describe('compiled compute tasks', () => {
     assert.equal(builds().length, 5, 'the current build and the four newest others')
   })
 
-  it('answers null when no build can be written, and a pool then runs the sources', async () => {
-    const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'quarry-compiled-')), 'not-a-folder')
-    writeFileSync(file, '')
-    assert.equal(compiledTasks(path.join(file, 'cache')), null)
-    rmSync(path.dirname(file), { recursive: true, force: true })
+  it('answers null when no build can be written', () => {
+    const unwritable = unwritableCacheRoot()
+    assert.equal(compiledTasks(unwritable.root), null)
+    rmSync(unwritable.dir, { recursive: true, force: true })
   })
 })
 
@@ -152,18 +162,17 @@ process.stdout.write(JSON.stringify({ args: process.argv.slice(2), argv1: proces
     const url = await compiledEntry(path.join(ROOT, 'kernel', 'main.ts'))
     assert.ok(url !== null && url.endsWith('/main.mjs') && existsSync(fileURLToPath(url)), String(url))
     assert.equal(await compiledEntry(path.join(ROOT, 'kernel', 'main.ts')), url)
-    const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'quarry-compiled-')), 'not-a-folder')
-    writeFileSync(file, '')
-    assert.equal(await compiledEntry(path.join(ROOT, 'kernel', 'main.ts'), path.join(file, 'cache')), null)
+    const unwritable = unwritableCacheRoot()
+    t.after(() => rmSync(unwritable.dir, { recursive: true, force: true }))
+    assert.equal(await compiledEntry(path.join(ROOT, 'kernel', 'main.ts'), unwritable.root), null)
     // A source that does not compile: null, and no half-made build is left behind.
-    const broken = path.join(path.dirname(file), 'broken.ts')
+    const broken = path.join(unwritable.dir, 'broken.ts')
     writeFileSync(broken, 'const x: = 1\n')
-    const cacheRoot = mkdtempSync(path.join(ROOT, 'node_modules', '.cache', 'quarry-test-'))
+    const cacheRoot = repoCacheRoot()
     t.after(() => rmSync(cacheRoot, { recursive: true, force: true }))
     assert.equal(await compiledEntry(broken, cacheRoot), null)
     const homes = readdirSync(cacheRoot)
     assert.equal(homes.length, 1)
     assert.deepEqual(readdirSync(path.join(cacheRoot, homes[0])).filter((d) => d.startsWith('build-')), [])
-    rmSync(path.dirname(file), { recursive: true, force: true })
   })
 })
