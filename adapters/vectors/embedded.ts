@@ -18,8 +18,8 @@ export interface EmbeddedVectorStoreOptions {
   dimensions: number
   /**
    * Scalar type of the HNSW graph: memory and speed against recall (scores are exact f32 cosines, except the
-   * graph's own for a rankOnly query). Default: bf16 where the CPU has bf16 dot products, f16 elsewhere
-   * (defaultQuantization: the faster of the two on each CPU, both half the memory of f32). A graph saved with
+   * graph's own for a rankOnly query). Default i8, each vector scaled by its own largest component
+   * (defaultQuantization: a quarter of the memory of f32, and faster than f16 or bf16). A graph saved with
    * another type is rebuilt in the background when the store opens.
    */
   quantization?: Quantization

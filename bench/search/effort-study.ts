@@ -3,7 +3,7 @@
 // over several KBs gives each its share of the chunks searched).
 //
 //   npx tsx bench/search/effort-study.ts [--chunks=100000] [--queries=300] [--ef=40,56,80,128,256] [--one-ef=80,128,256]
-//                                        [--quantization=f16|bf16 (default: this CPU's)] [--connectivity=16] [--expansion-add=64]
+//                                        [--quantization=i8|f16|bf16|f32 (default i8)] [--connectivity=16] [--expansion-add=64]
 //
 // Texts are 400-800 characters of the generated corpus (12 chunks per document, documents dealt round-robin to
 // 10 KBs), vectors from the built-in embedder at 1024 dimensions, graphs built as the embedded store builds
@@ -13,7 +13,7 @@
 import usearch from 'usearch'
 import { embedTexts } from '../../adapters/embedders/builtin.ts'
 import { createRng, text, vocabulary } from '../lib/corpus.ts'
-import { defaultQuantization } from '../../adapters/vectors/dense-index.ts'
+import { defaultQuantization, quantizeI8 } from '../../adapters/vectors/dense-index.ts'
 
 const arg = (name: string, fallback: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback
 const numbers = (s: string) => s.split(',').map(Number)
@@ -79,10 +79,17 @@ const f = (x: number, d = 4) => x.toFixed(d)
 console.log(`${N} chunks, ${Q} queries, ${QUANT}, M ${M}, ef_construction ${EF_ADD}`)
 console.log(`exact scan source@10: one ${f(truthOne.reduce((a, t, q) => a + hasSource(t, q), 0) / Q)}, ten KBs merged ${f(queries.reduce((a, _, q) => a + hasSource(best10(truthParts.flatMap((t) => t[q]), q), q), 0) / Q)}`)
 
+/** What the graph is given, as the embedded store gives it: each row scaled to i8 by its largest component for an i8 graph. */
+const graphInput = (m: Float32Array): Float32Array | Int8Array => {
+  if (QUANT !== 'i8') return m
+  const out = new Int8Array(m.length)
+  for (let at = 0; at < m.length; at += D) quantizeI8(m, at, D, out, at)
+  return out
+}
 const build = (ids: number[], m: Float32Array) => {
   // As adapters/vectors/dense-index.ts: the graph's own ef at the minimum, each search sets it by the results asked.
   const index = new usearch.Index({ dimensions: D, metric: 'cos' as never, quantization: QUANT as never, connectivity: M, expansion_add: EF_ADD, expansion_search: 1, multi: false })
-  index.add(BigUint64Array.from(ids.map(BigInt)), m, 2)
+  index.add(BigUint64Array.from(ids.map(BigInt)), graphInput(m), 2)
   return index
 }
 const t0 = performance.now()
@@ -99,7 +106,7 @@ for (const [layout, efs] of [['1 KB of all', ONE_EF], [`${SPLITS} KBs`, SPLIT_EF
     let src = 0
     for (let rep = 0; rep < 2; rep++) {
       for (let q = 0; q < Q; q++) {
-        const v = qv.slice(q * D, q * D + D)
+        const v = graphInput(qv.slice(q * D, q * D + D))
         const t = performance.now()
         const lists = layout === '1 KB of all' ? [one.search(v, ef, 1)] : parts.map((p) => p.search(v, ef, 1))
         ms += performance.now() - t

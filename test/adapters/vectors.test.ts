@@ -10,7 +10,7 @@ import { createInterface } from 'node:readline'
 import { after, describe, it, type TestContext } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { createEmbeddedVectorStore, type EmbeddedVectorStore, type EmbeddedVectorStoreOptions } from '../../adapters/vectors/embedded.ts'
-import { defaultQuantization, quantizationFor, SEGMENT_ROWS } from '../../adapters/vectors/dense-index.ts'
+import { defaultQuantization, quantizeI8, SEGMENT_ROWS } from '../../adapters/vectors/dense-index.ts'
 import { postingSections } from '../../adapters/vectors/snapshot.ts'
 import type { VectorFilter, VectorPoint } from '../../adapters/ports.ts'
 import { axis, cosine, DIMS, point, sparse, sparseScores, vectorStoreContract } from './vectors.contract.ts'
@@ -231,10 +231,10 @@ describe('embedded vector store: persistence', () => {
     assert.equal((await store.search(kb, { dense: probe.dense, limit: 1 })).dense[0].payload.chunk_id, probe.payload.chunk_id)
   })
 
-  it('rebuilds a graph saved with other parameters (an f32 graph opened with the default type), then loads the new one', async (t) => {
+  it('rebuilds a graph saved with other parameters (an f16 graph, the earlier default, opened with the default type), then loads the new one', async (t) => {
     const dir = await tempDir(t)
     const kb = 'kb-requantize'
-    let store = await open(dir, { exactBudget: 0, quantization: 'f32' })
+    let store = await open(dir, { exactBudget: 0, quantization: 'f16' })
     const points = randomPoints(kb, 300, 44)
     await store.upsert(kb, points)
     await store.whenIndexed(kb)
@@ -243,7 +243,7 @@ describe('embedded vector store: persistence', () => {
     store = await open(dir, { exactBudget: 0, indexSliceMs: 1 })
     const reopened = await store.stats(kb)
     assert.equal(reopened?.points, 300)
-    assert.ok((reopened?.inGraph ?? 0) < 300, `the f32 graph is not used by a store of the default type, ${defaultQuantization()} (${reopened?.inGraph} rows in its graph)`)
+    assert.ok((reopened?.inGraph ?? 0) < 300, `the f16 graph is not used by a store of the default type, ${defaultQuantization()} (${reopened?.inGraph} rows in its graph)`)
     await assertMatchesReference(store, kb, points, 45)
     await store.whenIndexed(kb)
     assert.equal((await store.stats(kb))?.inGraph, 300)
@@ -407,33 +407,75 @@ describe('embedded vector store: persistence', () => {
   })
 })
 
-describe('embedded vector store: graph type for the CPU', () => {
-  // Lines as /proc/cpuinfo prints them (shortened), from the machines the choice was measured on.
-  const intel = 'processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Processor\nflags\t\t: fpu sse sse2 avx avx2 f16c avx512f avx512dq avx512bw avx512vl avx512_vnni avx512_vbmi2 avx512_bitalg\n'
-  const amd = 'processor\t: 0\nmodel name\t: AMD EPYC 9R14\nflags\t\t: fpu sse avx avx2 f16c avx512f avx512bw avx512_bf16 avx512_vnni\nbugs\t\t: sysret_ss_attrs\n'
-  const arm = 'processor\t: 0\nBogoMIPS\t: 2100.00\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid bf16 i8mm\n'
-  const armOld = 'processor\t: 0\nFeatures\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 cpuid\n'
-
-  it('uses bf16 where the CPU has bf16 dot products and f16 elsewhere', () => {
-    assert.equal(quantizationFor(amd), 'bf16')
-    assert.equal(quantizationFor(arm), 'bf16')
-    assert.equal(quantizationFor(intel), 'f16', 'AVX-512 without BF16 emulates bf16')
-    assert.equal(quantizationFor(armOld), 'f16')
-    assert.equal(quantizationFor(''), 'f16', 'no cpuinfo (not Linux)')
-    // A flag elsewhere than on the flags line (a model name, say) does not count.
-    assert.equal(quantizationFor('model name\t: bf16 avx512_bf16\nflags\t\t: sse avx2\n'), 'f16')
+describe('embedded vector store: the i8 graph', () => {
+  it('scales each vector by its own largest component to +-127 and rounds', () => {
+    const src = Float32Array.from([0, 0.5, -2, 1.01, 0.0079, -0.0079, 99])
+    const out = new Int8Array(9).fill(55)
+    // Elements 1..4 of src, written from out[2]: the largest is -2, so 0.5 -> 31.75 -> 32, 1.01 -> 64.135 -> 64.
+    quantizeI8(src, 1, 4, out, 2)
+    assert.deepEqual([...out], [55, 55, 32, -127, 64, 1, 55, 55, 55])
+    // Scale does not matter (cosine): a vector times 1,000 gives the same bytes.
+    const big = Float32Array.from(src, (x) => x * 1000)
+    const out2 = new Int8Array(4)
+    quantizeI8(big, 1, 4, out2, 0)
+    assert.deepEqual([...out2], [32, -127, 64, 1])
+    // A zero vector, or one with an infinite component, becomes zeros; a NaN component becomes 0.
+    const zeros = new Int8Array(3).fill(9)
+    quantizeI8(new Float32Array(3), 0, 3, zeros, 0)
+    assert.deepEqual([...zeros], [0, 0, 0])
+    zeros.fill(9)
+    quantizeI8(Float32Array.from([1, Number.POSITIVE_INFINITY, 2]), 0, 3, zeros, 0)
+    assert.deepEqual([...zeros], [0, 0, 0])
+    quantizeI8(Float32Array.from([1, Number.NaN, 2]), 0, 3, zeros, 0)
+    assert.deepEqual([...zeros], [64, 0, 127])
   })
 
-  it('opens a store with the type this machine is given', async (t) => {
+  it('is the default: answers keep exact f32 scores, rank-only ones are the graph\'s i8 cosines, the manifest records it', async (t) => {
+    assert.equal(defaultQuantization(), 'i8')
     const dir = await tempDir(t)
-    const store = await open(dir, { exactBudget: 0 })
+    const kb = 'kb-i8'
+    const dims = 1024
+    const store = await open(dir, { exactBudget: 0, dimensions: dims })
     t.after(() => store.close())
-    await store.upsert('kb-type', randomPoints('kb-type', 50, 3))
-    await store.whenIndexed('kb-type')
+    // Embedding-like rows: a few strong components over a spread of small ones (the built-in embedder's are ~6x the rms).
+    const r = rng(71)
+    const points = randomPoints(kb, 600, 72, dims).map((p) => {
+      const dense = Float32Array.from(p.dense, (x) => x * 0.2)
+      for (let k = 0; k < 8; k++) dense[Math.floor(r() * dims)] += r() < 0.5 ? 1 : -1
+      return { ...p, dense }
+    })
+    await store.upsert(kb, points)
+    await store.whenIndexed(kb)
+    assert.equal((await store.stats(kb))?.inGraph, 600)
+    let rescoredOverlap = 0
+    let fromExact = 0
+    for (let q = 0; q < 20; q++) {
+      // Near a stored row, so that the top of the list is not a tie of unrelated rows.
+      const near = points[Math.floor(r() * points.length)].dense
+      const query = Float32Array.from(near, (x) => x + (r() * 2 - 1) * 0.3)
+      const exact = points.map((p) => ({ id: p.payload.chunk_id, s: cosine(query, p.dense) })).sort((a, b) => b.s - a.s).slice(0, 10)
+      const { dense } = await store.search(kb, { dense: query, limit: 10 })
+      assert.equal(dense[0].id, exact[0].id, 'the row the query was drawn near comes first')
+      const ids = new Set(exact.map((e) => e.id))
+      rescoredOverlap += dense.filter((h) => ids.has(h.id)).length / 10 / 20
+      for (const h of dense) {
+        const p = points.find((x) => x.payload.chunk_id === h.id)!
+        assert.ok(Math.abs(h.score - cosine(query, p.dense)) < 1e-5, 'exact f32 scores')
+      }
+      const ranked = (await store.search(kb, { dense: query, limit: 10, rankOnly: true })).dense
+      assert.equal(ranked.length, 10)
+      assert.equal(ranked[0].id, exact[0].id, 'rank-only puts the near row first too')
+      for (const h of ranked) {
+        const p = points.find((x) => x.payload.chunk_id === h.id)!
+        fromExact = Math.max(fromExact, Math.abs(h.score - cosine(query, p.dense)))
+      }
+    }
+    // usearch's i8 cosine kernel is itself approximate: 0.01-0.015 off on such rows even for exact integer copies.
+    assert.ok(fromExact > 1e-4 && fromExact < 0.03, `rank-only scores are the graph's i8 cosines, near the exact ones (off by ${fromExact})`)
+    assert.ok(rescoredOverlap >= 0.95, `the rescored search finds the exact neighbours (${rescoredOverlap})`)
     await store.close()
-    const manifest = JSON.parse(await fs.readFile(join(dir, 'kb-type', 'manifest.json'), 'utf8'))
-    assert.equal(manifest.graph.quantization, defaultQuantization())
-    assert.ok(['f16', 'bf16'].includes(manifest.graph.quantization))
+    const manifest = JSON.parse(await fs.readFile(join(dir, kb, 'manifest.json'), 'utf8'))
+    assert.equal(manifest.graph.quantization, 'i8')
   })
 })
 
