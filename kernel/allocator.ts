@@ -42,9 +42,23 @@ export function v8PoolSize(cores: number): number {
   return Math.max(1, Math.min(V8_POOL_MAX, Math.floor(cores)))
 }
 
+/**
+ * How far V8 lets a heap's old generation grow past what its last full collection kept alive before it collects
+ * again, in percent (V8's --heap-growing-percent; every thread's heap: main, compute pool, PGlite). V8's own factor
+ * moves with its measured collection speed and reached up to 4x through a bulk ingest: the main thread kept 51 MB
+ * alive in a heap of 130 MB. At 100 (2x), bench/ingest.bench.ts --service-only --documents=5000 (Intel Xeon, 2
+ * cores, runs in turn): peak RSS 555 and 560 MB against 625, 644 and 651 MB, at 97.0 and 93.1 against 95.5, 96.9
+ * and 84.8 documents/s and 15.8 and 16.5 against 15.7, 15.8 and 17.9 ms of CPU per document; 60 gave 538-549 MB
+ * for about 0.6 ms more CPU per document in V8's helper threads, 30 gave 538-545 MB for 1.8 ms more and 5 % fewer
+ * documents/s. --optimize-for-size gave 456-475 MB for 18 % fewer documents/s. Search under load
+ * (bench/search.bench.ts --quick, one run each way): 942, 734, 982 and 747 against 969, 760, 1,022 and 726
+ * queries/s (hybrid and similarity, 1 KB and 10 KBs), within about 4 %.
+ */
+export const HEAP_GROWING_PERCENT = 100
+
 /** Node's flags a service process is started with (a benchmark's child); package.json's scripts pass the same. */
 export function serviceExecArgv(cores = availableParallelism()): string[] {
-  return [`--v8-pool-size=${v8PoolSize(cores)}`]
+  return [`--v8-pool-size=${v8PoolSize(cores)}`, `--heap-growing-percent=${HEAP_GROWING_PERCENT}`]
 }
 
 /** The arena count the service is started with, unless its environment sets one (package.json's scripts say the same). */

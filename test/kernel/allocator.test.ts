@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
 import { describe, it } from 'node:test'
-import { allocatorWarning, collectGarbage, MALLOC_ARENA_MAX, onGlibc, serviceEnv, serviceExecArgv, trimHeap, V8_POOL_MAX, v8PoolSize } from '../../kernel/allocator.ts'
+import { allocatorWarning, collectGarbage, HEAP_GROWING_PERCENT, MALLOC_ARENA_MAX, onGlibc, serviceEnv, serviceExecArgv, trimHeap, V8_POOL_MAX, v8PoolSize } from '../../kernel/allocator.ts'
 import { loadSettings } from '../../kernel/config/load.ts'
 
 const scripts = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: Record<string, string> }).scripts
@@ -63,12 +63,12 @@ describe('V8 platform threads', () => {
     assert.deepEqual([1, 2, 3, 4, 5, 64].map(v8PoolSize), [1, 2, 3, 4, 4, 4])
     assert.equal(v8PoolSize(0), 1)
     assert.equal(V8_POOL_MAX, 4)
-    assert.deepEqual(serviceExecArgv(2), ['--v8-pool-size=2'])
-    assert.deepEqual(serviceExecArgv(16), ['--v8-pool-size=4'])
-    assert.deepEqual(serviceExecArgv(), [`--v8-pool-size=${v8PoolSize(availableParallelism())}`])
+    assert.deepEqual(serviceExecArgv(2), ['--v8-pool-size=2', '--heap-growing-percent=100'])
+    assert.deepEqual(serviceExecArgv(16), ['--v8-pool-size=4', '--heap-growing-percent=100'])
+    assert.deepEqual(serviceExecArgv(), [`--v8-pool-size=${v8PoolSize(availableParallelism())}`, `--heap-growing-percent=${HEAP_GROWING_PERCENT}`])
   })
 
-  it('every npm script that starts the service gives it the count serviceExecArgv gives a benchmark child', (t) => {
+  it('every npm script that starts the service gives it the flags serviceExecArgv gives a benchmark child', (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'quarry-v8-pool-'))
     t.after(() => rmSync(dir, { recursive: true, force: true }))
     const probe = join(dir, 'probe.ts')
@@ -82,9 +82,39 @@ describe('V8 platform threads', () => {
       const command = `${script.slice(0, entry.index + 1)}${JSON.stringify(probe)}`
       const r = spawnSync('sh', ['-c', command], { env, cwd: root, encoding: 'utf8' })
       assert.equal(r.status, 0, `scripts.${name}: ${r.stderr}`)
-      const flags = (JSON.parse(r.stdout) as string[]).filter((f) => f.startsWith('--v8-pool-size='))
+      const flags = (JSON.parse(r.stdout) as string[]).filter((f) => f.startsWith('--v8-pool-size=') || f.startsWith('--heap-growing-percent='))
       assert.deepEqual(flags, serviceExecArgv(), `scripts.${name} = ${script}`)
     }
+  })
+})
+
+describe('heap growing factor', () => {
+  it('keeps a churning heap near twice what it holds alive, where V8 alone lets it grow further', (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'quarry-heap-growing-'))
+    t.after(() => rmSync(dir, { recursive: true, force: true }))
+    // About 30 MB kept alive, then batches that live long enough to be promoted and die there, as a bulk ingest's
+    // records do: the largest heap seen, in MB.
+    const probe = join(dir, 'probe.mjs')
+    writeFileSync(probe, `
+      const live = Array.from({ length: 40 }, (_, i) => Array.from({ length: 10000 }, (_, j) => ({ i, j })))
+      const keep = []
+      let max = 0
+      for (let round = 0; round < 1500; round++) {
+        keep.push(Array.from({ length: 20000 }, (_, j) => ({ round, j, s: 'x' + j })))
+        if (keep.length > 8) keep.shift()
+        max = Math.max(max, process.memoryUsage().heapTotal)
+      }
+      process.stdout.write(JSON.stringify({ max: max / 2 ** 20, live: live.length }))
+    `)
+    const largest = (flags: string[]) => {
+      const r = spawnSync(process.execPath, [...flags, probe], { encoding: 'utf8' })
+      assert.equal(r.status, 0, r.stderr)
+      return (JSON.parse(r.stdout) as { max: number }).max
+    }
+    const service = largest(serviceExecArgv())
+    const v8Default = largest([])
+    assert.ok(serviceExecArgv().includes(`--heap-growing-percent=${HEAP_GROWING_PERCENT}`))
+    assert.ok(service < v8Default * 0.8, `largest heap with the service's flags ${service.toFixed(0)} MB, V8's default ${v8Default.toFixed(0)} MB`)
   })
 })
 
