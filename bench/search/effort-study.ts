@@ -83,7 +83,7 @@ console.log(`exact scan source@10: one ${f(truthOne.reduce((a, t, q) => a + hasS
 const graphInput = (m: Float32Array): Float32Array | Int8Array => {
   if (QUANT !== 'i8') return m
   const out = new Int8Array(m.length)
-  for (let at = 0; at < m.length; at += D) quantizeI8(m, at, D, out, at)
+  quantizeI8(m, D, out)
   return out
 }
 const build = (ids: number[], m: Float32Array) => {

@@ -412,21 +412,21 @@ describe('embedded vector store: the i8 graph', () => {
     const src = Float32Array.from([0, 0.5, -2, 1.01, 0.0079, -0.0079, 99])
     const out = new Int8Array(9).fill(55)
     // Elements 1..4 of src, written from out[2]: the largest is -2, so 0.5 -> 31.75 -> 32, 1.01 -> 64.135 -> 64.
-    quantizeI8(src, 1, 4, out, 2)
+    quantizeI8(src.subarray(1, 5), 4, out.subarray(2, 6))
     assert.deepEqual([...out], [55, 55, 32, -127, 64, 1, 55, 55, 55])
     // Scale does not matter (cosine): a vector times 1,000 gives the same bytes.
     const big = Float32Array.from(src, (x) => x * 1000)
     const out2 = new Int8Array(4)
-    quantizeI8(big, 1, 4, out2, 0)
+    quantizeI8(big.subarray(1, 5), 4, out2)
     assert.deepEqual([...out2], [32, -127, 64, 1])
     // A zero vector, or one with an infinite component, becomes zeros; a NaN component becomes 0.
     const zeros = new Int8Array(3).fill(9)
-    quantizeI8(new Float32Array(3), 0, 3, zeros, 0)
+    quantizeI8(new Float32Array(3), 3, zeros)
     assert.deepEqual([...zeros], [0, 0, 0])
     zeros.fill(9)
-    quantizeI8(Float32Array.from([1, Number.POSITIVE_INFINITY, 2]), 0, 3, zeros, 0)
+    quantizeI8(Float32Array.from([1, Number.POSITIVE_INFINITY, 2]), 3, zeros)
     assert.deepEqual([...zeros], [0, 0, 0])
-    quantizeI8(Float32Array.from([1, Number.NaN, 2]), 0, 3, zeros, 0)
+    quantizeI8(Float32Array.from([1, Number.NaN, 2]), 3, zeros)
     assert.deepEqual([...zeros], [64, 0, 127])
   })
 
