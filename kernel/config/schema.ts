@@ -181,6 +181,12 @@ export const SettingsSchema = Type.Object({
     max_entries: int(5000, 1, 1_000_000, 'Answers kept at most; the oldest are dropped first.'),
     max_memory_mb: int(64, 1, 65536, 'Memory of the in-process cache at most (embedded engines; with Redis, max_entries bounds it).'),
   }, 'Search answer cache, keyed by query, options and each KB index version; in Redis with the services, in process otherwise (Quarry addition).'),
+  connectors: section({
+    secret_env_names: Type.Array(Type.String({ pattern: '^[A-Za-z0-9_*?]+$', errorMessage: "Input should be an environment variable name glob ('*' any run, '?' one character)" }), {
+      default: ['CONNECTOR_*', 'GITHUB_TOKEN', 'CONFLUENCE_*'],
+      description: "Environment variables a connector config may name (auth_token_secret, 'env:NAME'): globs, '*' any run, '?' one character. The service's own variables are refused whatever this admits. Every admitted variable can be sent to a host a KB admin chooses.",
+    }),
+  }, 'Connectors (Quarry addition).'),
   knowledge_bases: Type.Array(Type.Object({
     id: Type.String({ pattern: '^[a-z0-9][a-z0-9_-]{0,62}$' }),
     name: Type.String({ default: '' }),

@@ -21,18 +21,28 @@ export function readEnv(name: string): string | undefined {
 }
 
 /**
- * Environment variables a connector may send to its source: names starting with CONNECTOR_. A config names the
- * variable and chooses the host it is sent to, so any other name would let a KB editor send the service's own
- * secrets (S3_SECRET_KEY, POSTGRES_PASSWORD, ...) to a server of theirs. The service's own names are refused
- * even under the prefix (CONNECTOR_SECRET_KEY, and any the settings schema maps in the future).
+ * Default of `connectors.secret_env_names`: the variables a connector may send to its source. CONNECTOR_* is
+ * this project's convention; GITHUB_TOKEN and CONFLUENCE_* are the names the older service's docs and setup
+ * scripts use, so those run unchanged. The list is a trade-off (README "Connectors"): a config names the
+ * variable and chooses the host it is sent to, so every admitted name is readable by a KB admin's server.
  */
-export const CREDENTIAL_ENV_PREFIX = 'CONNECTOR_'
+export const DEFAULT_SECRET_ENV_NAMES: readonly string[] = Object.freeze([
+  ...(SettingsSchema.properties.connectors.properties.secret_env_names.default as string[]),
+])
+
+/**
+ * Variables read by the service or by the clients it embeds: refused whatever the globs admit. The settings
+ * schema's env mapping (S3_SECRET_KEY, POSTGRES_PASSWORD, REDIS_PASSWORD, HOSTED_API_KEY, RERANKER_API_KEY,
+ * TRACING_SECRET_KEY, ...), the conventions of notes.md, and the prefixes the database (PG*), S3 (AWS_*) and
+ * tracing (OTEL_*) clients read by themselves.
+ */
+const SERVICE_ENV_NAMES = ['CONNECTOR_SECRET_KEY', 'PORT', 'DATA_DIR', 'SETTINGS_PATH', 'MALLOC_ARENA_MAX', 'GLIBC_TUNABLES', 'NODE_OPTIONS']
+const SERVICE_ENV_PREFIXES = ['PG', 'AWS_', 'OTEL_']
 
 let serviceNames: Set<string> | null = null
-/** Every variable the service reads itself: the settings schema's env mapping and the conventions of notes.md. */
 function serviceEnvNames(): Set<string> {
   if (serviceNames) return serviceNames
-  const names = new Set(['CONNECTOR_SECRET_KEY', 'PORT', 'DATA_DIR', 'SETTINGS_PATH'])
+  const names = new Set(SERVICE_ENV_NAMES)
   const walk = (schema: unknown) => {
     if (!schema || typeof schema !== 'object') return
     const s = schema as { env?: unknown; properties?: Record<string, unknown>; anyOf?: unknown[]; items?: unknown }
@@ -45,23 +55,43 @@ function serviceEnvNames(): Set<string> {
   return (serviceNames = names)
 }
 
-/** Why a connector may not read this variable, or null when it may. */
-export function credentialEnvProblem(name: string): string | null {
-  if (!ENV_NAME.test(name)) return 'Input should be the NAME of an environment variable'
-  if (serviceEnvNames().has(name)) return `Environment variable ${clip(name, 100)} is read by the service itself and cannot be sent to a source`
-  if (!name.startsWith(CREDENTIAL_ENV_PREFIX) || name.length === CREDENTIAL_ENV_PREFIX.length) {
-    return `Connector credentials are read only from environment variables named ${CREDENTIAL_ENV_PREFIX}<something>: ${clip(name, 100)} is not one`
-  }
-  return null
+/** Whether the service (or a client it embeds) reads this variable itself. */
+export const isServiceEnvName = (name: string) => serviceEnvNames().has(name) || SERVICE_ENV_PREFIXES.some((p) => name.startsWith(p))
+
+/** `*` any run of characters, `?` one; case-sensitive, as environment names are. */
+const globRegExp = (glob: string) => new RegExp(`^${glob.replace(/[*?]/g, (c) => (c === '*' ? '.*' : '.'))}$`)
+
+/** Which environment variables connector configs may name, from `connectors.secret_env_names`. */
+export interface CredentialPolicy {
+  readonly globs: readonly string[]
+  /** Why a connector may not read this variable, or null when it may. */
+  problem(name: string): string | null
+  /** A credential from the environment, for a source request; throws when the name is not allowed or unset. */
+  read(name: string, what: string): string
 }
 
-/** A credential from the environment, for a source request; throws when the name is not allowed or unset. */
-export function readCredentialEnv(name: string, what: string): string {
-  const problem = credentialEnvProblem(name)
-  if (problem) throw new Error(`${what}: ${problem}`)
-  const value = readEnv(name)
-  if (value === undefined) throw new Error(`${what}: environment variable ${name} is not set`)
-  return value
+export function createCredentialPolicy(globs: readonly string[] = DEFAULT_SECRET_ENV_NAMES): CredentialPolicy {
+  const patterns = globs.map(globRegExp)
+  const listed = globs.length === 0 ? 'none (connectors.secret_env_names is empty)' : clip(globs.join(', '), 300)
+  const policy: CredentialPolicy = {
+    globs,
+    problem(name) {
+      if (!ENV_NAME.test(name)) return 'Input should be the NAME of an environment variable'
+      if (isServiceEnvName(name)) return `Environment variable ${clip(name, 100)} is read by the service itself and cannot be sent to a source`
+      if (!patterns.some((re) => re.test(name))) {
+        return `Connector credentials are read only from environment variables matching connectors.secret_env_names (${listed}): ${clip(name, 100)} is not one`
+      }
+      return null
+    },
+    read(name, what) {
+      const problem = policy.problem(name)
+      if (problem) throw new Error(`${what}: ${problem}`)
+      const value = readEnv(name)
+      if (value === undefined) throw new Error(`${what}: environment variable ${name} is not set`)
+      return value
+    },
+  }
+  return policy
 }
 
 /** Any string works as the key: it is stretched to 32 bytes, so operators need not produce raw key bytes. */
@@ -70,14 +100,17 @@ const keyBytes = (secret: string) => createHash('sha256').update(secret, 'utf8')
 export interface SecretBox {
   /** Whether CONNECTOR_SECRET_KEY is set (literals can be stored). */
   readonly available: boolean
+  /** The environment variables `env:NAME` and auth_token_secret may name. */
+  readonly credentials: CredentialPolicy
   seal(plain: string): string
   open(sealed: string): string
 }
 
-export function createSecretBox(secretKey: string | undefined): SecretBox {
+export function createSecretBox(secretKey: string | undefined, credentials: CredentialPolicy = createCredentialPolicy()): SecretBox {
   const key = secretKey ? keyBytes(secretKey) : null
   return {
     available: key !== null,
+    credentials,
     seal(plain) {
       if (!key) throw new Error('CONNECTOR_SECRET_KEY is not set')
       const iv = randomBytes(12)
@@ -115,7 +148,7 @@ export function storeSecret(box: SecretBox, sent: string, stored: string | undef
   if (sent.startsWith(ENV_PREFIX)) {
     const name = sent.slice(ENV_PREFIX.length)
     if (!ENV_NAME.test(name)) throw invalid(loc, "'env:' must be followed by an environment variable name", 'value_error')
-    const problem = credentialEnvProblem(name)
+    const problem = box.credentials.problem(name)
     if (problem) throw invalid(loc, problem, 'env_name_not_allowed')
     return sent
   }
@@ -128,7 +161,7 @@ export function storeSecret(box: SecretBox, sent: string, stored: string | undef
 /** The value a request sends, for a stored secret; throws when it cannot be resolved (the sync fails with that). */
 export function resolveSecret(box: SecretBox, stored: string, what: string): string {
   // Checked again here: a config saved before the rule existed must not send a service secret either.
-  if (stored.startsWith(ENV_PREFIX)) return readCredentialEnv(stored.slice(ENV_PREFIX.length), what)
+  if (stored.startsWith(ENV_PREFIX)) return box.credentials.read(stored.slice(ENV_PREFIX.length), what)
   if (isSealed(stored)) return box.open(stored)
   return stored
 }

@@ -17,7 +17,7 @@ import { ABORTED, createEngine, type Source } from './engine.ts'
 import { createConnectorRepo, type ConnectorRow, type LastSync } from './repo.ts'
 import { checkCron, createScheduler } from './schedule.ts'
 import { CONFIG_SCHEMAS, type SourceType, type WebConfigT } from './schemas.ts'
-import { createSecretBox, credentialEnvProblem, MASK, storeSecret, type SecretBox } from './secrets.ts'
+import { createCredentialPolicy, createSecretBox, MASK, storeSecret, type SecretBox } from './secrets.ts'
 import { normaliseUrl } from './url.ts'
 
 export const SYNC_TOPIC = 'connector-sync'
@@ -107,7 +107,7 @@ function targetOrigins(type: SourceType, config: Record<string, any>): Set<strin
  */
 function sealSecrets(box: SecretBox, type: SourceType, config: Record<string, any>, previous: Record<string, any> | null): void {
   if (typeof config.auth_token_secret === 'string') {
-    const problem = credentialEnvProblem(config.auth_token_secret)
+    const problem = box.credentials.problem(config.auth_token_secret)
     if (problem) throw invalid(['body', 'config', 'auth_token_secret'], problem, 'env_name_not_allowed')
   }
   const before = previous ? targetOrigins(type, previous) : null
@@ -138,7 +138,7 @@ function checkedCron(expr: string | null | undefined): string | null | undefined
 export function createConnectorsService(opts: ConnectorsOptions) {
   const { adapters, settings, log, docs, kbs } = opts
   const repo = createConnectorRepo(adapters.sql)
-  const secrets = createSecretBox(opts.secretKey)
+  const secrets = createSecretBox(opts.secretKey, createCredentialPolicy(settings.connectors.secret_env_names))
   const staleMs = opts.staleMs ?? 60_000
   const owner = `${process.pid}-${randomUUID().slice(0, 8)}`
   const sources = Object.fromEntries(Object.entries(opts.sources).map(([k, make]) => [k, make(adapters.sql)])) as Record<SourceType, Source>

@@ -45,7 +45,7 @@ export function confluenceApiBase(baseUrl: string): string {
 export function createConfluenceSource(): Source {
   return async (ctx: SyncContext) => {
     const cfg = ctx.config as ConfluenceConfigT
-    const credential = tokenFrom(cfg.auth_token_secret, 'Confluence')
+    const credential = tokenFrom(ctx, cfg.auth_token_secret, 'Confluence')
     // notes.md: a credential with ':' is email:api_token (basic), anything else a personal token (bearer).
     const authorization = credential === null ? null
       : credential.includes(':') ? `Basic ${Buffer.from(credential).toString('base64')}` : `Bearer ${credential}`

@@ -27,7 +27,7 @@ const extensionOf = (path: string) => {
 export function createGithubSource(): Source {
   return async (ctx: SyncContext) => {
     const cfg = ctx.config as GithubConfigT
-    const token = tokenFrom(cfg.auth_token_secret, 'GitHub')
+    const token = tokenFrom(ctx, cfg.auth_token_secret, 'GitHub')
     const api = createApiClient(ctx, {
       name: 'GitHub',
       headers: {

@@ -1,13 +1,12 @@
 // What the API sources (GitHub, Confluence) share: JSON requests with the connector's credential, error
 // texts that name the request but never the credential, and waits on rate-limit answers.
 import { SyncFailure, type SourceResponse, type SyncContext } from '../engine.ts'
-import { readCredentialEnv } from '../secrets.ts'
 
 /** The credential named by auth_token_secret (spec 4.9: the NAME of an environment variable), or null. */
-export function tokenFrom(name: string | null | undefined, what: string): string | null {
+export function tokenFrom(ctx: SyncContext, name: string | null | undefined, what: string): string | null {
   if (!name) return null
   try {
-    return readCredentialEnv(name, `${what} (auth_token_secret)`)
+    return ctx.secrets.credentials.read(name, `${what} (auth_token_secret)`)
   } catch (err) {
     throw new SyncFailure((err as Error).message)
   }

@@ -5,7 +5,7 @@
 // delete against sync start.
 import { after, before, it } from 'node:test'
 import assert from 'node:assert/strict'
-import { startApp, type StartOptions, type StartedApp } from '../../helpers/app.ts'
+import { startApp, uniqueId, type StartOptions, type StartedApp } from '../../helpers/app.ts'
 import { startConfluenceServer, type WikiPage } from '../../helpers/confluence-server.ts'
 import { startGithubServer } from '../../helpers/github-server.ts'
 import { waitFor } from '../../helpers/wait.ts'
@@ -106,7 +106,7 @@ export function hardeningSuite(label: string, opts: StartOptions & { pgLocks?: b
     assert.equal(elsewhere.requests.length, 0, 'no request (so no X-Token) reached the other host')
   })
 
-  it(`${label}: credentials come only from CONNECTOR_* variables other than the service's own (422 naming the field, and at sync time)`, async (t) => {
+  it(`${label}: credentials come only from variables connectors.secret_env_names admits, never the service's own (422 naming the field, and at sync time)`, async (t) => {
     const s = await site(t, 1)
     const kb = await newKb(svc)
     const web = (extra: Json) => ({ seed_urls: [`${s.url}/members`], request_delay_ms: 0, ...extra })
@@ -115,7 +115,8 @@ export function hardeningSuite(label: string, opts: StartOptions & { pgLocks?: b
       ['web', web({ auth_basic: { username: 'u', password: 'env:POSTGRES_PASSWORD' } }), ['body', 'config', 'auth_basic', 'password']],
       ['web', web({ auth_headers: { 'X-Key': 'env:CONNECTOR_SECRET_KEY' } }), ['body', 'config', 'auth_headers', 'X-Key']],
       ['web', web({ auth_headers: { 'X-Key': 'env:HOME' } }), ['body', 'config', 'auth_headers', 'X-Key']],
-      ['web', web({ auth_headers: { 'X-Key': 'env:CONNECTOR_' } }), ['body', 'config', 'auth_headers', 'X-Key']],
+      ['web', web({ auth_headers: { 'X-Key': 'env:GITHUB_TOKENS' } }), ['body', 'config', 'auth_headers', 'X-Key']],
+      ['github', { owner: 'acme', repo: 'r3', api_url: s.url, auth_token_secret: 'PGPASSWORD' }, ['body', 'config', 'auth_token_secret']],
       ['github', { owner: 'acme', repo: 'r', api_url: s.url, auth_token_secret: 'REDIS_PASSWORD' }, ['body', 'config', 'auth_token_secret']],
       ['github', { owner: 'acme', repo: 'r2', api_url: s.url, auth_token_secret: 'CONNECTOR_SECRET_KEY' }, ['body', 'config', 'auth_token_secret']],
       ['confluence', { base_url: s.url, space_key: 'ENG', auth_token_secret: 'PATH' }, ['body', 'config', 'auth_token_secret']],
@@ -141,6 +142,55 @@ export function hardeningSuite(label: string, opts: StartOptions & { pgLocks?: b
     assert.equal(st.status, 'error')
     assert.match(st.last_error, /POSTGRES_PASSWORD is read by the service itself/)
     assert.equal(s.requests.length, before)
+  })
+
+  it(`${label}: the older service's GITHUB_TOKEN and CONFLUENCE_* work by default (the sync sends the token); a custom connectors.secret_env_names admits exactly what it names`, async (t) => {
+    const gh = await startGithubServer({ files: { 'README.md': '# Handbook\n\nHow the team works, written down at some length.\n' }, token: 'ghp_from_the_environment' })
+    t.after(() => gh.close())
+    const saved = { GITHUB_TOKEN: process.env.GITHUB_TOKEN, ACME_1_TOKEN: process.env.ACME_1_TOKEN }
+    t.after(() => {
+      for (const [k, v] of Object.entries(saved)) {
+        if (v === undefined) delete process.env[k]
+        else process.env[k] = v
+      }
+    })
+    process.env.GITHUB_TOKEN = 'ghp_from_the_environment'
+    const kb = await newKb(svc)
+    // The older service's setup script, unchanged.
+    const c = await createConnector(svc, { kb_id: kb, name: 'handbook', source_type: 'github', config: { owner: 'acme', repo: 'handbook', api_url: gh.url, auth_token_secret: 'GITHUB_TOKEN', request_delay_ms: 0 } })
+    assert.equal(c.config.auth_token_secret, 'GITHUB_TOKEN')
+    const st = await syncAndWait(svc, c.connector_id)
+    assert.equal(st.last_error, null)
+    assert.equal(st.doc_counts.indexed, 1)
+    assert.ok(gh.requests.length > 0 && gh.requests.every((r) => r.authorization === 'Bearer ghp_from_the_environment'))
+    await createConnector(svc, { kb_id: kb, name: 'wiki', source_type: 'confluence', config: { base_url: gh.url, space_key: 'ENG', auth_token_secret: 'CONFLUENCE_API_TOKEN' } })
+    const post = (name: string, repo: string) =>
+      svc.request('/api/connectors', { method: 'POST', json: { kb_id: kb, name: 'x', source_type: 'github', config: { owner: 'acme', repo, api_url: gh.url, auth_token_secret: name } } })
+    for (const name of ['POSTGRES_PASSWORD', 'ACME_1_TOKEN']) {
+      const res = await post(name, `refused-${name}`)
+      assert.equal(res.status, 422, name)
+      const body = await res.json() as Json
+      assert.deepEqual(body.detail[0].loc, ['body', 'config', 'auth_token_secret'])
+      assert.match(body.detail[0].msg, name === 'POSTGRES_PASSWORD' ? /read by the service itself/ : /connectors\.secret_env_names \(CONNECTOR_\*, GITHUB_TOKEN, CONFLUENCE_\*\)/)
+    }
+
+    // An operator's own list: a glob that would admit a service variable still does not.
+    const custom = await startApp(t, { ...opts, settings: { ...CONNECTOR_TEST_SETTINGS, ...opts.settings, connectors: { secret_env_names: ['ACME_?_TOKEN', 'POSTGRES_*'] } } })
+    const customKb = uniqueId()
+    assert.equal((await custom.request('/api/kb', { method: 'POST', json: { kb_id: customKb } })).status, 201)
+    const admitted: string[] = []
+    for (const name of ['ACME_1_TOKEN', 'ACME_X_TOKEN', 'ACME_12_TOKEN', 'acme_1_token', 'POSTGRES_TOKEN', 'POSTGRES_PASSWORD', 'GITHUB_TOKEN', 'CONNECTOR_GH', 'CONFLUENCE_API_TOKEN']) {
+      const res = await custom.request('/api/connectors', { method: 'POST', json: { kb_id: customKb, name, source_type: 'github', config: { owner: 'acme', repo: name === 'ACME_1_TOKEN' ? 'handbook' : name, api_url: gh.url, auth_token_secret: name, request_delay_ms: 0 } } })
+      assert.ok(res.status === 201 || res.status === 422, `${name}: ${res.status}`)
+      if (res.status === 201) admitted.push(name)
+    }
+    assert.deepEqual(admitted, ['ACME_1_TOKEN', 'ACME_X_TOKEN', 'POSTGRES_TOKEN'])
+    // And at sync time: the variable is read through the same list.
+    process.env.ACME_1_TOKEN = 'ghp_from_the_environment'
+    const listed = await (await custom.request(`/api/connectors?kb_id=${customKb}&search=ACME_1_TOKEN`)).json() as Json
+    const st2 = await syncAndWait(custom, listed.items[0].connector_id)
+    assert.equal(st2.last_error, null)
+    assert.equal(st2.doc_counts.indexed, 1)
   })
 
   it(`${label}: the mask cannot keep a secret once the config sends it to a new origin (seed URLs)`, async (t) => {
