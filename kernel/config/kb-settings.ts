@@ -7,7 +7,12 @@ import { checkKbRules } from './load.ts'
 import { KB_SECTIONS, type KbSettings, type Settings } from './schema.ts'
 import { leafSchemas, setPath } from './tree.ts'
 
-/** The eight keys of the older service's entries, always present: enum, min and max are null when they do not apply. */
+/**
+ * The eight keys of the older service's entries, always present (enum, min and max are null when they do not
+ * apply), and `help`. The older service's settings form shows `description` as the field's label and files
+ * the field under `group`, the section the key lives in (`chunking`, `auto_merge`, `hybrid`); the longer text
+ * that explains the setting is `help`.
+ */
 export interface SchemaEntry {
   type: string
   enum: readonly unknown[] | null
@@ -17,6 +22,7 @@ export interface SchemaEntry {
   overridable: boolean
   description: string
   group: string
+  help: string
 }
 
 export type Overrides = Record<string, unknown>
@@ -26,6 +32,16 @@ const PREFIXES = KB_SECTIONS.map((s) => `${s}.`)
 const KB_LEAVES: Map<string, TSchema> = new Map(
   [...leafSchemas()].filter(([key]) => PREFIXES.some((p) => key.startsWith(p))),
 )
+
+/**
+ * The form a settings form edits. A union of a scalar and other forms (chunking.chunk_size: an int, or the
+ * hierarchical strategy's list of ints) is shown as its first member, with that member's bounds; the other
+ * forms stay valid because validation checks the whole union.
+ */
+function formOf(schema: TSchema): TSchema {
+  const s = schema as { enum?: unknown[]; anyOf?: TSchema[] }
+  return !s.enum && s.anyOf?.length ? s.anyOf[0] : schema
+}
 
 function typeName(schema: TSchema): string {
   const s = schema as { type?: string; type_name?: string; enum?: unknown[]; items?: { type?: string } }
@@ -50,19 +66,50 @@ export function kbSettingsSchema(): Record<string, SchemaEntry> {
   for (const [key, schema] of KB_LEAVES) {
     const s = schema as Record<string, unknown>
     if (s.secret) continue
+    const form = formOf(schema) as Record<string, unknown>
+    const path = key.split('.')
     out[key] = {
-      type: typeName(schema),
+      type: typeName(form as TSchema),
       enum: (s.enum as unknown[] | undefined) ?? null,
       default: s.default,
-      min: typeof s.minimum === 'number' ? s.minimum : null,
-      max: typeof s.maximum === 'number' ? s.maximum : null,
+      min: typeof form.minimum === 'number' ? form.minimum : null,
+      max: typeof form.maximum === 'number' ? form.maximum : null,
       overridable: isOverridable(key, schema),
-      description: String(s.description ?? ''),
-      group: key.slice(0, key.lastIndexOf('.')),
+      description: labelOf(key),
+      group: path[path.length - 2],
+      help: String(s.description ?? ''),
     }
   }
   cachedSchema = Object.freeze(out)
   return cachedSchema
+}
+
+/** Labels the generic rule below gets wrong or leaves vague. */
+const LABELS: Readonly<Record<string, string>> = {
+  'dedup.enabled': 'Enable Dedup',
+  'dedup.simhash.ngram': 'N-gram Size',
+  'dedup.simhash.num_bands': 'LSH Bands',
+  'dedup.simhash.simhash_bits': 'SimHash Bits',
+  'ingestion.image_captioning.enabled': 'Enable Image Captioning',
+  'ingestion.pdf_ocr_fallback.enabled': 'Enable PDF OCR Fallback',
+  'ingestion.table_layout.enabled': 'Enable Table Layout',
+  'retrieval.rerank.enabled': 'Enable Reranking',
+  'retrieval.auto_merge.enabled': 'Enable Auto-Merge',
+  'retrieval.hybrid.alpha': 'Alpha (Dense Weight)',
+}
+
+const WORDS: Readonly<Record<string, string>> = {
+  mb: '(MB)', sec: '(s)', pt: '(pt)', pdf: 'PDF', ocr: 'OCR', html: 'HTML', url: 'URL', rrf: 'RRF', kb: 'KB', k: 'K', n: 'N',
+  of: 'of', on: 'on', per: 'per', to: 'to',
+}
+
+/** A form label: the last key segment in title case ('chunk_size' -> 'Chunk Size'), units in brackets. */
+function labelOf(key: string): string {
+  const known = LABELS[key]
+  if (known) return known
+  return key.slice(key.lastIndexOf('.') + 1).split('_')
+    .map((w, i) => WORDS[w] !== undefined && !(i === 0 && /^[a-z]+$/.test(WORDS[w])) ? WORDS[w] : w.charAt(0).toUpperCase() + w.slice(1))
+    .join(' ')
 }
 
 function isOverridable(key: string, schema: TSchema): boolean {

@@ -135,7 +135,7 @@ export const SettingsSchema = Type.Object({
   chunking: section({
     strategy: oneOf(['recursive', 'semantic', 'hierarchical'], 'recursive', 'Chunking strategy.'),
     chunk_size: Type.Union([ChunkSize, Type.Array(ChunkSize, { minItems: 2 })], {
-      default: 1024, type_name: 'int|list[int]',
+      default: 1024,
       description: 'recursive/semantic: max characters (64-8192); hierarchical: a descending list of at least 2 sizes, the last is the leaf size searched.',
     }),
     chunk_overlap: int(128, 0, 8192, 'Overlap of adjacent leaf chunks; above 15 % of the smallest chunk_size is rejected.'),

@@ -58,8 +58,9 @@ export const SchemaEntry = Type.Object({
   min: Type.Union([Type.Number(), Type.Null()], { description: 'Lowest value; null when not numeric.' }),
   max: Type.Union([Type.Number(), Type.Null()], { description: 'Highest value; null when not numeric.' }),
   overridable: Type.Boolean(),
-  description: Type.String(),
-  group: Type.String(),
+  description: Type.String({ description: "Short form label, such as 'Chunk Size'." }),
+  group: Type.String({ description: "The section the key lives in: 'chunking', 'auto_merge', 'hybrid', ..." }),
+  help: Type.String({ description: 'What the setting does (Quarry addition).' }),
 })
 export const SettingsSchemaResponse = Type.Object({ schema: Type.Record(Type.String(), SchemaEntry) })
 export const EffectiveSettings = Type.Object({

@@ -156,22 +156,39 @@ export function kbApiSuite(label: string, opts: StartOptions): void {
     assert.ok(!('postgres' in eff) && !('s3' in eff))
 
     const schema = (await (await svc.request(`/api/kb/${id}/settings/schema`)).json() as Json).schema
+    // What the older service's settings form reads: description is the field's label, group the section the
+    // key lives in, chunk_size an int of 64..8192 (the hierarchical list stays valid through validation, below).
+    assert.deepEqual(schema['chunking.chunk_size'], {
+      type: 'int', enum: null, default: 1024, min: 64, max: 8192, overridable: true, description: 'Chunk Size', group: 'chunking',
+      help: schema['chunking.chunk_size'].help,
+    })
+    assert.match(schema['chunking.chunk_size'].help, /hierarchical: a descending list/)
     assert.deepEqual(schema['chunking.chunk_overlap'], {
-      type: 'int', enum: null, default: 128, min: 0, max: 8192, overridable: true, group: 'chunking',
-      description: schema['chunking.chunk_overlap'].description,
+      type: 'int', enum: null, default: 128, min: 0, max: 8192, overridable: true, description: 'Chunk Overlap', group: 'chunking',
+      help: schema['chunking.chunk_overlap'].help,
     })
     assert.equal(schema['chunking.strategy'].type, 'enum')
     assert.deepEqual(schema['chunking.strategy'].enum, ['recursive', 'semantic', 'hierarchical'])
     assert.deepEqual([schema['chunking.strategy'].min, schema['chunking.strategy'].max], [null, null])
-    assert.deepEqual({ ...schema['dedup.enabled'], description: '' }, { type: 'bool', enum: null, default: true, min: null, max: null, overridable: true, description: '', group: 'dedup' })
+    assert.deepEqual({ ...schema['dedup.enabled'], help: '' }, { type: 'bool', enum: null, default: true, min: null, max: null, overridable: true, description: 'Enable Dedup', group: 'dedup', help: '' })
     for (const [key, entry] of Object.entries(schema) as [string, Json][]) {
-      assert.deepEqual(Object.keys(entry).sort(), ['default', 'description', 'enum', 'group', 'max', 'min', 'overridable', 'type'], `${key} carries all eight keys`)
+      assert.deepEqual(Object.keys(entry).sort(), ['default', 'description', 'enum', 'group', 'help', 'max', 'min', 'overridable', 'type'], `${key} carries the eight keys and help`)
+      assert.match(entry.description, /^[A-Z][A-Za-z0-9 ()-]{1,40}$/, `${key}: a short form label`)
+      assert.ok(entry.help !== '' && entry.help !== entry.description, `${key}: the explaining text is in help`)
+      assert.equal(entry.group, key.split('.').at(-2), `${key}: grouped under its section`)
     }
+    const groups = new Set(Object.values(schema).map((e: Json) => e.group))
+    for (const g of ['ingestion', 'image_captioning', 'dedup', 'simhash', 'minhash', 'chunk_compare', 'chunking', 'retrieval', 'hybrid', 'similarity', 'rerank', 'auto_merge']) assert.ok(groups.has(g), g)
+    assert.equal(schema['retrieval.hybrid.alpha'].group, 'hybrid')
+    assert.equal(schema['retrieval.auto_merge.enabled'].group, 'auto_merge')
+    assert.equal(schema['retrieval.auto_merge.enabled'].description, 'Enable Auto-Merge')
+    assert.equal(schema['ingestion.max_file_size_mb'].description, 'Max File Size (MB)')
+    assert.equal(schema['retrieval.top_k'].description, 'Top K')
     assert.equal(schema['dedup.simhash.ngram'].overridable, false)
     assert.equal(schema['ingestion.parser_plugins'].overridable, false)
     assert.equal(schema['retrieval.top_k'].overridable, false)
     assert.equal(schema['retrieval.auto_merge.merge_threshold'].overridable, true)
-    assert.equal(schema['dedup.simhash.hamming_identical_threshold'].group, 'dedup.simhash')
+    assert.equal(schema['dedup.simhash.hamming_identical_threshold'].group, 'simhash')
     for (const k of ['ingestion.image_captioning.enabled', 'ingestion.pdf_ocr_fallback.min_chars_per_page', 'ingestion.table_layout.scan_region_min_score']) assert.ok(schema[k], k)
     assert.ok(!('retrieval.rerank.api_key' in schema), 'secrets are not listed')
 
@@ -192,6 +209,21 @@ export function kbApiSuite(label: string, opts: StartOptions): void {
     assert.match((await res.json() as Json).detail[0].msg, /128 is above 15 % of the smallest chunk_size \(512\)/)
     res = await svc.request(`/api/kb/${id}/settings/overrides`, { method: 'PATCH', json: { overrides: { 'chunking.chunk_overlap': null, 'chunking.chunk_size': null, 'dedup.enabled': false } } })
     assert.deepEqual(await res.json(), { kb_id: id, overrides: { 'retrieval.auto_merge.enabled': true, 'dedup.enabled': false } })
+
+    // The schema shows chunk_size as an int; validation still takes the hierarchical strategy's list, with the
+    // int's bounds on every size.
+    const hierarchical = { 'chunking.strategy': 'hierarchical', 'chunking.chunk_size': [2048, 512], 'chunking.chunk_overlap': 32 }
+    res = await svc.request(`/api/kb/${id}/settings/overrides`, { method: 'PUT', json: { overrides: hierarchical } })
+    assert.equal(res.status, 200, await res.clone().text())
+    assert.deepEqual((await (await svc.request(`/api/kb/${id}/settings`)).json() as Json).chunking.chunk_size, [2048, 512])
+    for (const bad of [[2048, 32], [9000, 512], [2048]]) {
+      res = await svc.request(`/api/kb/${id}/settings/overrides`, { method: 'PUT', json: { overrides: { ...hierarchical, 'chunking.chunk_size': bad } } })
+      assert.equal(res.status, 422, JSON.stringify(bad))
+    }
+    for (const bad of [32, 9000]) {
+      res = await svc.request(`/api/kb/${id}/settings/overrides`, { method: 'PATCH', json: { overrides: { 'chunking.strategy': 'recursive', 'chunking.chunk_size': bad } } })
+      assert.equal(res.status, 422, String(bad))
+    }
 
     res = await svc.request(`/api/kb/${id}/settings/overrides`, { method: 'PUT', json: { overrides: { 'dedup.enabled': false } } })
     assert.deepEqual(await res.json(), { kb_id: id, overrides: { 'dedup.enabled': false } }, 'PUT replaces: absent keys reset')
