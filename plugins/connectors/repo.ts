@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto'
 import type { SqlRunner } from '../../adapters/ports.ts'
 import { isForeignKeyViolation, isUniqueViolation } from '../../adapters/metadata/common.ts'
-import { AppError, conflict } from '../../kernel/errors.ts'
+import { AppError, clip, conflict } from '../../kernel/errors.ts'
 import type { ConnectorStatus, SourceType } from './schemas.ts'
 
 export interface LastSync {
@@ -62,7 +62,8 @@ export interface ConnectorFilter {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 export const isUuid = (s: string) => UUID.test(s)
 
-export const duplicateConnector = () => conflict('A connector for this source already exists in the knowledge base (same kb_id, source_type and source)', 'CONNECTOR_EXISTS')
+/** notes.md: same kb_id, source_type and config source; the older service's text. */
+export const duplicateConnector = (kbId: string) => conflict(`Connector already exists in KB: ${clip(kbId)}`, 'CONNECTOR_EXISTS')
 
 export function createConnectorRepo(db: SqlRunner) {
   const one = async (text: string, params: unknown[]) => (await db.query<ConnectorRow>(text, params))[0] ?? null
@@ -81,7 +82,7 @@ export function createConnectorRepo(db: SqlRunner) {
           [randomUUID(), c.kb_id, c.name, c.source_type, c.config, c.source_key, c.sync_schedule, c.schedule_enabled],
         ))!
       } catch (err) {
-        if (isUniqueViolation(err)) throw duplicateConnector()
+        if (isUniqueViolation(err)) throw duplicateConnector(c.kb_id)
         if (isForeignKeyViolation(err)) throw new AppError('KB_NOT_FOUND', 404, `KB not found: ${c.kb_id}`)
         throw err
       }
@@ -98,7 +99,11 @@ export function createConnectorRepo(db: SqlRunner) {
       try {
         return await one(`UPDATE connectors SET ${sets.join(', ')} WHERE connector_id = $1::uuid RETURNING ${COLUMNS}`, params)
       } catch (err) {
-        if (isUniqueViolation(err)) throw duplicateConnector()
+        if (isUniqueViolation(err)) {
+          // The 409 names the connector's KB (kb_id never changes); the failed statement ran outside any transaction.
+          const [row] = await db.query<{ kb_id: string }>('SELECT kb_id FROM connectors WHERE connector_id = $1::uuid', [id])
+          throw duplicateConnector(row?.kb_id ?? '')
+        }
         throw err
       }
     },

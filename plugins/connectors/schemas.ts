@@ -151,4 +151,8 @@ export const SyncReset = Type.Object({ connector_id: Type.String(), sync_status:
 export const AbortRequested = Type.Object({ connector_id: Type.String(), status: Type.Literal('abort_requested') })
 export const ConnectorDeleting = Type.Object({ connector_id: Type.String(), status: Type.Literal('deleting') })
 
-export const ConnectorDocsQuery = DocListQuery
+/** The document list's parameters; page_size defaults to 10 here, as the older service's connector docs do. */
+export const ConnectorDocsQuery = Type.Object({
+  ...DocListQuery.properties,
+  page_size: Type.Integer({ minimum: 1, default: 10, description: 'Default 10; at most 100, larger values are clamped.' }),
+})

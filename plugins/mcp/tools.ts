@@ -78,7 +78,7 @@ const DocInput = {
 const str = z.string().nullable().optional()
 const int = z.number().int().nullable().optional()
 
-/** The document record (as GET /api/kb/{kb_id}/docs/{doc_id}/status answers), or only `status: "not_found"`. Loose: a field added to the record later must not fail clients that validate against this schema. */
+/** The document record (as GET /api/kb/{kb_id}/docs/{doc_id}/status answers), or `status: "not_found"` (NOT_FOUND). Loose: a field added to the record later must not fail clients that validate against this schema. */
 const DocumentOutput = z.looseObject({
   status: z.string().describe('The lifecycle status, or "not_found".'),
   doc_id: z.string().optional(),
@@ -98,8 +98,17 @@ const DocumentOutput = z.looseObject({
   content_version: str,
   duplicate_of: str,
   created_at: z.string().optional(),
-  updated_at: z.string().optional(),
+  updated_at: str,
 })
+
+/**
+ * What an unknown document answers: get_document `{status: "not_found"}` (notes.md); get_document_status the
+ * older service's exact shape, the status fields it reads set to null.
+ */
+const NOT_FOUND = {
+  get_document: { status: 'not_found' },
+  get_document_status: { status: 'not_found', updated_at: null, file_size: null, content_version: null },
+} as const
 
 const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false } as const
 
@@ -198,15 +207,15 @@ export function createMcpServer(deps: ToolDeps, info: ServerInfo, caller: Caller
     return { knowledge_bases: kbs.map((kb) => ({ id: kb.kb_id, name: kb.kb_name, description: kb.description, tags: kb.tags })) }
   }))
 
-  const getDocument = guarded<{ kb_id: string; doc_id: string }>('get_document', async ({ kb_id, doc_id }) => {
+  const documentTool = (tool: keyof typeof NOT_FOUND) => guarded<{ kb_id: string; doc_id: string }>(tool, async ({ kb_id, doc_id }) => {
     // An id no document can have (a NUL, a wrong length) is not looked up: the database would refuse some of them.
-    if (!couldExist('kb_id', kb_id) || !couldExist('doc_id', doc_id)) return { status: 'not_found' }
+    if (!couldExist('kb_id', kb_id) || !couldExist('doc_id', doc_id)) return { ...NOT_FOUND[tool] }
     try {
       // [ENT] viewer on the KB: an absent KB is not_found below (404), no access a tool error (403).
       await authz?.access.require(caller, kb_id, 'viewer')
       return publicRecord(await deps.docs.get(kb_id, doc_id)) as unknown as Record<string, unknown>
     } catch (err) {
-      if (err instanceof AppError && err.status === 404) return { status: 'not_found' }
+      if (err instanceof AppError && err.status === 404) return { ...NOT_FOUND[tool] }
       throw err
     }
   })
@@ -214,11 +223,11 @@ export function createMcpServer(deps: ToolDeps, info: ServerInfo, caller: Caller
   server.registerTool('get_document', {
     title: 'Get a document',
     ...docTool('The record of one document: title, source, status (indexed, pending, failed, ...), chunk count, size, dates. Answers {"status": "not_found"} when there is no such document.'),
-  }, getDocument)
+  }, documentTool('get_document'))
   server.registerTool('get_document_status', {
     title: 'Get a document (older name)',
-    ...docTool('Same as get_document; kept under this name for clients of the older service.'),
-  }, getDocument)
+    ...docTool('Same as get_document, under the older service\'s name; an unknown document answers the older service\'s {"status": "not_found", "updated_at": null, "file_size": null, "content_version": null}.'),
+  }, documentTool('get_document_status'))
 
   return server
 }

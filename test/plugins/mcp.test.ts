@@ -166,20 +166,21 @@ describe('mcp over Streamable HTTP', () => {
     assert.ok(kbs.some((k: Json) => k.id === kbA) && kbs.some((k: Json) => k.id === kbB))
   })
 
-  it('get_document returns the record, or {status: "not_found"}; get_document_status is the same tool', async () => {
+  it('get_document returns the record, or {status: "not_found"}; get_document_status the same record, or the older service\'s not_found shape', async () => {
     const rest = await (await svc.request(`/api/kb/${kbA}/docs/${docA.doc_id}/status`)).json() as Json
     for (const name of ['get_document', 'get_document_status']) {
+      const notFound = name === 'get_document' ? { status: 'not_found' } : { status: 'not_found', updated_at: null, file_size: null, content_version: null }
       const doc = structured(await call(client, name, { kb_id: kbA, doc_id: docA.doc_id }))
       assert.deepEqual(doc, rest)
       assert.equal(doc.status, 'indexed')
       assert.equal(doc.source, 'leave-policy.md')
       assert.ok(!('content_type' in doc), 'internal fields stay internal')
-      assert.deepEqual(structured(await call(client, name, { kb_id: kbA, doc_id: '0000000000000000' })), { status: 'not_found' })
-      assert.deepEqual(structured(await call(client, name, { kb_id: 'no-such-kb', doc_id: docA.doc_id })), { status: 'not_found' })
-      assert.deepEqual(structured(await call(client, name, { kb_id: kbB, doc_id: docA.doc_id })), { status: 'not_found' }, 'a document is found only in its own knowledge base')
+      assert.deepEqual(structured(await call(client, name, { kb_id: kbA, doc_id: '0000000000000000' })), notFound)
+      assert.deepEqual(structured(await call(client, name, { kb_id: 'no-such-kb', doc_id: docA.doc_id })), notFound)
+      assert.deepEqual(structured(await call(client, name, { kb_id: kbB, doc_id: docA.doc_id })), notFound, 'a document is found only in its own knowledge base')
       // Ids no document can have never reach the database (which refuses a NUL in text): not found, not an error.
       for (const args of [{ kb_id: kbA, doc_id: `${docA.doc_id.slice(0, 15)}\u0000` }, { kb_id: `${kbA}\u0000`, doc_id: docA.doc_id }, { kb_id: kbA, doc_id: 'x'.repeat(10_000) }]) {
-        assert.deepEqual(structured(await call(client, name, args)), { status: 'not_found' }, JSON.stringify(args).slice(0, 60))
+        assert.deepEqual(structured(await call(client, name, args)), notFound, JSON.stringify(args).slice(0, 60))
       }
     }
   })

@@ -199,6 +199,7 @@ export function connectorsSuite(label: string, opts: StartOptions): void {
     await createConnector(svc, { kb_id: kb, name: 'one', source_type: 'web', config: { seed_urls: ['https://Example.com/docs/'] } })
     res = await post({ source_type: 'web', config: { seed_urls: ['https://example.com/docs#top'] } })
     assert.equal(res.status, 409)
+    assert.deepEqual(await res.json(), { detail: `Connector already exists in KB: ${kb}` }, "the older service's text")
     await createConnector(svc, { kb_id: await newKb(svc), name: 'one', source_type: 'web', config: { seed_urls: ['https://example.com/docs'] } })
     await createConnector(svc, { kb_id: kb, name: 'gh', source_type: 'github', config: { owner: 'acme', repo: 'docs' } })
     res = await post({ source_type: 'github', config: { owner: 'ACME', repo: 'docs', branch: 'main' } })
@@ -206,6 +207,7 @@ export function connectorsSuite(label: string, opts: StartOptions): void {
     const other = await createConnector(svc, { kb_id: kb, name: 'gh2', source_type: 'github', config: { owner: 'acme', repo: 'docs', branch: 'dev' } })
     res = await svc.request(`/api/connectors/${other.connector_id}`, { method: 'PATCH', json: { config: { owner: 'acme', repo: 'docs' } } })
     assert.equal(res.status, 409, 'a PATCH that makes a duplicate is refused too')
+    assert.deepEqual(await res.json(), { detail: `Connector already exists in KB: ${kb}` })
     res = await svc.request(`/api/connectors/${other.connector_id}`, { method: 'PATCH', json: { status: 'error' } })
     assert.equal(res.status, 422, "status may only be set to 'active' or 'paused'")
   })
@@ -290,6 +292,16 @@ export function connectorsSuite(label: string, opts: StartOptions): void {
     // Documents API and KB-wide filters see the connector's documents.
     const kbDocs = await (await svc.request(`/api/kb/${kb}/docs?source_type=web&page_size=1`)).json() as Json
     assert.equal(kbDocs.total, 62)
+    // The connector's documents come 10 to a page unless asked (the older service's default); a page_size above
+    // 100 is clamped, not refused.
+    let page = await (await svc.request(`/api/connectors/${c.connector_id}/docs`)).json() as Json
+    assert.deepEqual([page.items.length, page.total, page.page, page.page_size], [10, 62, 1, 10])
+    page = await (await svc.request(`/api/connectors/${c.connector_id}/docs?page=7`)).json() as Json
+    assert.deepEqual([page.items.length, page.page], [2, 7])
+    const wide = await svc.request(`/api/connectors/${c.connector_id}/docs?page_size=1000`)
+    assert.equal(wide.status, 200)
+    page = await wide.json() as Json
+    assert.deepEqual([page.items.length, page.page_size], [62, 100])
   })
 
   it(`${label}: second sync of an unchanged site uses conditional requests and re-ingests nothing; changes re-ingest under the same doc_id; vanished pages are pruned`, async (t) => {
