@@ -6,7 +6,7 @@ import { startApp, type StartOptions, type StartedApp } from '../../helpers/app.
 import { startConfluenceServer, type WikiPage } from '../../helpers/confluence-server.ts'
 import { startGithubServer } from '../../helpers/github-server.ts'
 import { waitFor } from '../../helpers/wait.ts'
-import { confluenceApiBase } from '../../../plugins/connectors/sources/confluence.ts'
+import { confluenceApiBase, confluenceLink } from '../../../plugins/connectors/sources/confluence.ts'
 import { CONNECTOR_TEST_SETTINGS, connectorDocs, createConnector, newKb, syncAndWait, syncStatus } from './connectors.suite.ts'
 
 type Json = any
@@ -192,7 +192,7 @@ export function sourcesSuite(label: string, opts: StartOptions): void {
 
     // Cloud path: a base URL with .atlassian.net uses /wiki/rest/api; bearer for a token without ':'.
     process.env.CONNECTOR_TEST_WIKI_BEARER = 'personal-token'
-    const bearer = await startConfluenceServer({ pages: pages.slice(2, 4), authorization: 'Bearer personal-token' })
+    const bearer = await startConfluenceServer({ pages: pages.slice(2, 4), authorization: 'Bearer personal-token', context: '/acme.atlassian.net/wiki' })
     t.after(() => bearer.close())
     const cloud = await createConnector(svc, { kb_id: await newKb(svc), name: 'cloud', source_type: 'confluence', config: { base_url: `${bearer.url}/acme.atlassian.net`, space_key: 'ENG', auth_token_secret: 'CONNECTOR_TEST_WIKI_BEARER', request_delay_ms: 0, max_pages: 1 } })
     const st3 = await syncAndWait(svc, cloud.connector_id)
@@ -200,5 +200,57 @@ export function sourcesSuite(label: string, opts: StartOptions): void {
     assert.ok(bearer.requests.every((r) => r.path.startsWith('/acme.atlassian.net/wiki/rest/api/')))
     assert.equal(st3.last_sync.truncated, true, 'max_pages 1 of 2 pages')
     assert.equal((await connectorDocs(svc, cloud.connector_id)).length, 1)
+  })
+  it(`${label}: confluence as Atlassian documents it: a Cloud-shaped site (/wiki, listings capped below the limit when bodies are expanded) and a server with its own context path; _links.next followed to the end, every link joined to _links.base`, async (t) => {
+    // Links are relative to _links.base, the site with its context path: appended, never resolved as a URL reference.
+    assert.equal(confluenceLink('/download/attachments/1/a.pdf?version=2', 'https://acme.atlassian.net/wiki'), 'https://acme.atlassian.net/wiki/download/attachments/1/a.pdf?version=2')
+    assert.equal(confluenceLink('/spaces/ENG/pages/1/A', 'https://wiki.example.com/confluence/'), 'https://wiki.example.com/confluence/spaces/ENG/pages/1/A')
+    assert.equal(confluenceLink('/rest/api/content?start=25', 'https://wiki.example.com'), 'https://wiki.example.com/rest/api/content?start=25')
+    assert.equal(confluenceLink('/wiki/api/v2/pages?cursor=x', 'https://acme.atlassian.net/wiki'), 'https://acme.atlassian.net/wiki/api/v2/pages?cursor=x', 'a link that carries the context already')
+    assert.equal(confluenceLink('https://other.example.com/x', 'https://acme.atlassian.net/wiki'), 'https://other.example.com/x')
+
+    process.env.CONNECTOR_TEST_WIKI_SHAPES = 'me@example.com:api-token'
+    const pages = (): WikiPage[] => Array.from({ length: 7 }, (_, i) => ({
+      id: String(3000 + i), title: `Guide ${i}`, version: 1,
+      html: `<p>Guide ${i} explains how team ${i} deploys, monitors and rolls back its services without paging anyone.</p>`,
+      attachments: i === 2 ? Array.from({ length: 5 }, (_, j) => ({ title: `notes-${j}.md`, body: `# Notes ${j}\n\nThe notes of guide 2, part ${j}, about the release checklist of the team.`, mediaType: 'text/markdown' })) : [],
+    }))
+    const shapes = [
+      // Cloud: base_url names the site, the API and every link live under /wiki; listings with bodies hold 3.
+      { name: 'cloud', context: '/acme.atlassian.net/wiki', baseUrl: (url: string) => `${url}/acme.atlassian.net`, maxLimit: 4, bodyLimit: 3, pageListings: 3 },
+      // A server under its own context path; every listing holds 4.
+      { name: 'server', context: '/confluence', baseUrl: (url: string) => `${url}/confluence/`, maxLimit: 4, bodyLimit: undefined, pageListings: 2 },
+    ]
+    const authorization = `Basic ${Buffer.from('me@example.com:api-token').toString('base64')}`
+    for (const shape of shapes) {
+      const wiki = await startConfluenceServer({ pages: pages(), context: shape.context, maxLimit: shape.maxLimit, bodyLimit: shape.bodyLimit, authorization })
+      t.after(() => wiki.close())
+      const c = await createConnector(svc, {
+        kb_id: await newKb(svc), name: shape.name, source_type: 'confluence',
+        config: { base_url: shape.baseUrl(wiki.url), space_key: 'ENG', auth_token_secret: 'CONNECTOR_TEST_WIKI_SHAPES', request_delay_ms: 0 },
+      })
+      const st = await syncAndWait(svc, c.connector_id)
+      assert.equal(st.last_error, null, shape.name)
+      assert.deepEqual(wiki.requests.filter((r) => r.status !== 200), [], `${shape.name}: no request missed the context path`)
+      assert.ok(wiki.requests.every((r) => r.path.startsWith(`${shape.context}/`)), shape.name)
+
+      const listings = wiki.requests.filter((r) => r.path.startsWith(`${shape.context}/rest/api/content?`))
+      assert.equal(listings.length, shape.pageListings, `${shape.name}: the space's pages in ${shape.pageListings} answers, each next link followed`)
+      assert.ok(listings.every((r) => new URL(r.path, wiki.url).searchParams.get('expand')?.includes('body.view')), 'the next link keeps the expansion')
+      assert.equal(wiki.requests.filter((r) => r.path.startsWith(`${shape.context}/rest/api/content/3002/child/attachment`)).length, 2, `${shape.name}: 5 attachments, 4 to an answer`)
+
+      const docs = await connectorDocs(svc, c.connector_id)
+      const pageSources = docs.filter((d) => !d.source.includes('/download/')).map((d) => d.source).sort()
+      assert.deepEqual(pageSources, Array.from({ length: 7 }, (_, i) => `${wiki.site}/spaces/ENG/pages/${3000 + i}/Guide+${i}`).sort(), `${shape.name}: 7 of 7 pages, under _links.base`)
+      const attachmentSources = docs.filter((d) => d.source.includes('/download/')).map((d) => d.source).sort()
+      assert.deepEqual(attachmentSources, Array.from({ length: 5 }, (_, j) => `${wiki.site}/download/attachments/3002/notes-${j}.md`))
+      assert.equal(wiki.requests.filter((r) => r.path.startsWith(`${shape.context}/download/attachments/`)).length, 5, `${shape.name}: every attachment downloaded`)
+      // A stored page URL is the page on the site.
+      assert.equal((await fetch(pageSources[0], { headers: { authorization } })).status, 200, pageSources[0])
+      await waitFor(async () => (await syncStatus(svc, c.connector_id)).doc_counts.indexed === 12, `${shape.name}: all indexed`)
+
+      const again = await syncAndWait(svc, c.connector_id)
+      assert.deepEqual([again.last_sync.unchanged, again.last_sync.stored, again.last_sync.pruned], [12, 0, 0], `${shape.name}: the same sources on the next sync`)
+    }
   })
 }
