@@ -57,8 +57,28 @@ export async function search(client: Client, req: SearchRequest, json: boolean, 
   out.write(`${body.meta.returned} of ${body.meta.total_candidates} candidates, ${body.meta.search_mode}, ${body.meta.latency_ms} ms\n`)
 }
 
+interface OutdatedDoc { doc_id: string; source: string; duplicate_of: string | null; dedup: { verdict: string; reason: string } | null }
+
+/** Document counts, then every outdated document with the reason dedup gave (issue 36), 100 a page. */
 export async function status(client: Client, kbId: string, json: boolean, out: Out): Promise<void> {
   const body = await client.json<{ kb_id: string; doc_counts: Record<string, number> }>('GET', `/api/kb/${seg(kbId)}/docs/status`)
-  if (json) return void print(out, body)
+  const outdated: OutdatedDoc[] = []
+  for (let page = 1; outdated.length < (body.doc_counts.outdated ?? 0); page++) {
+    const list = await client.json<{ items: OutdatedDoc[] }>('GET', `/api/kb/${seg(kbId)}/docs?status=outdated&page_size=100&page=${page}&sort_by=source&sort_order=asc`)
+    if (list.items.length === 0) break
+    outdated.push(...list.items)
+  }
+  if (json) return void print(out, { ...body, outdated: outdated.map((d) => ({ doc_id: d.doc_id, source: d.source, duplicate_of: d.duplicate_of, dedup: d.dedup })) })
   out.write(`${table(['status', 'documents'], Object.entries(body.doc_counts).map(([k, v]) => [k, v]))}\n`)
+  if (outdated.length > 0) {
+    out.write(`\noutdated (restore one with: quarry docs restore --kb ${kbId} <doc_id>)\n`)
+    out.write(`${table(['doc_id', 'source', 'verdict', 'reason'], outdated.map((d) => [d.doc_id, d.source, d.dedup?.verdict ?? '', d.dedup?.reason ?? (d.duplicate_of ? `duplicate of ${d.duplicate_of}` : '')]))}\n`)
+  }
+}
+
+/** POST .../restore: an outdated document indexed again, the pair recorded as distinct. */
+export async function docsRestore(client: Client, kbId: string, docId: string, json: boolean, out: Out): Promise<void> {
+  const body = await client.json<{ doc_id: string; status: string; distinct_from: string | null }>('POST', `/api/kb/${seg(kbId)}/docs/${seg(docId)}/restore`)
+  if (json) return void print(out, body)
+  out.write(`${body.doc_id}: ${body.status}, indexed again${body.distinct_from ? `; never judged against ${body.distinct_from} again` : ''}\n`)
 }

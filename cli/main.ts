@@ -1,7 +1,7 @@
 // `quarry`: the command line for a running Quarry service (bin/quarry.mjs starts it under tsx).
 import { parseArgs, type ParseArgsConfig } from 'node:util'
 import { ApiError, createClient, type Client } from './client.ts'
-import { kbCreate, kbDelete, kbList, search, status } from './commands.ts'
+import { docsRestore, kbCreate, kbDelete, kbList, search, status } from './commands.ts'
 import { ingest } from './ingest.ts'
 import { defaultStateFile } from './state.ts'
 
@@ -15,7 +15,8 @@ Commands:
   kb create <id> [--name <name>] [--description <text>] [--tag <tag>]...
   kb delete <id>                                   delete a knowledge base with its documents
   search "<query>" --kb <id> [--kb <id>]... [--top-k <n>] [--mode hybrid|similarity]
-  status --kb <id>                                 document counts of a knowledge base
+  status --kb <id>                                 document counts of a knowledge base, and why each outdated one is
+  docs restore <doc_id> --kb <id>                  index an outdated document again; the pair is never judged again
 
 Every command:
   --url <url>              the service (default: $QUARRY_URL, else http://localhost:8000)
@@ -52,6 +53,7 @@ const OPTIONS = {
   kb: { ...COMMON, name: { type: 'string' }, description: { type: 'string' }, tag: { type: 'string', multiple: true } },
   search: { ...COMMON, kb: { type: 'string', multiple: true }, 'top-k': { type: 'string' }, mode: { type: 'string' } },
   status: { ...COMMON, kb: { type: 'string' } },
+  docs: { ...COMMON, kb: { type: 'string' } },
 } as const satisfies Record<string, ParseArgsConfig['options']>
 
 type Command = keyof typeof OPTIONS
@@ -160,6 +162,13 @@ async function run(command: Command, client: Client, values: Record<string, unkn
     case 'status': {
       only(0, 'no argument besides --kb')
       await status(client, required(values.kb as string | undefined, '--kb'), json, out)
+      return 0
+    }
+    case 'docs': {
+      const [sub, id] = positionals
+      if (sub !== 'restore') throw new UsageError(`expected 'docs restore <doc_id> --kb <id>'${sub ? `, got 'docs ${sub}'` : ''}`)
+      only(2, "'docs restore <doc_id>'")
+      await docsRestore(client, required(values.kb as string | undefined, '--kb'), id, json, out)
       return 0
     }
   }

@@ -23,6 +23,7 @@ interface TaskModules {
   sparse: typeof import('./tasks/sparse.task.ts')
   analyze: typeof import('./tasks/analyze.task.ts')
   segment: typeof import('./tasks/segment.task.ts')
+  chunkpairs: typeof import('./tasks/chunkpairs.task.ts')
 }
 
 export type TaskName = keyof TaskModules

@@ -130,6 +130,10 @@ function createInstruments(registry: Registry) {
       name: 'quarry_connector_syncs_total', help: 'Connector syncs finished, by source type and outcome (completed, failed, timed_out, aborted, interrupted).',
       labelNames: ['source_type', 'outcome'] as const, registers: [registry],
     }),
+    dedupVerdicts: new Counter({
+      name: 'quarry_dedup_verdicts_total', help: 'Dedup verdicts on new documents, by verdict (unique, identical, title_changed, similar, sibling, overlap).',
+      labelNames: ['verdict'] as const, registers: [registry],
+    }),
     rateLimited: new Counter({
       name: 'quarry_rate_limit_rejections_total', help: 'Requests refused with 429 by the rate limiter, by rule name.',
       labelNames: ['rule'] as const, registers: [registry],

@@ -5,6 +5,7 @@
 // (the ingest profile: posting tasks and cloning their text was about a tenth of the main thread). A document
 // found identical to another by the dedup screen has been segmented for nothing, which is rare.
 import { AppError } from '../../kernel/errors.ts'
+import { identityOf, packIdentity } from '../dedup/identity.ts'
 import { dedupSignatures, type DedupSignatureOptions, type DedupSignatures } from '../dedup/index.ts'
 import { parseDocument } from '../parse/index.ts'
 import type { ParseRequest } from '../protocol.ts'
@@ -28,7 +29,7 @@ export interface AnalyzeValue {
   parsed: ParsedDocument
   /** Characters of text over all pages. */
   chars: number
-  signatures: (DedupSignatures & { title: string }) | null
+  signatures: (DedupSignatures & { title: string; identity: Uint8Array }) | null
   /**
    * With request.segment: the segmentation, or why it failed (a chunking failure, not a parse failure), and
    * the context header used; `parsed.pages` is then empty (the chunks carry the text).
@@ -43,7 +44,9 @@ export default async function analyze(req: AnalyzeRequest): Promise<TaskResult<A
     if (text.trim().length === 0) {
       return { ok: false, code: 'PARSE_NO_TEXT', message: `no text could be extracted from '${req.filename}'` }
     }
-    const signatures = req.dedup ? { ...dedupSignatures(text, req.dedup), title: normalizeForDedup(parsed.title) } : null
+    const signatures = req.dedup
+      ? { ...dedupSignatures(text, req.dedup), title: normalizeForDedup(parsed.title), identity: packIdentity(identityOf(text, parsed.title)) }
+      : null
     if (!req.segment) return { ok: true, value: { parsed, chars: text.length, signatures } }
     const { title, fallbackTitle, ...seg } = req.segment
     const started = performance.now()

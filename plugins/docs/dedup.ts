@@ -19,7 +19,8 @@
 // - identical content under another title is the "title changed" verdict of the older service: the new
 //   document is indexed and the older one becomes outdated.
 import type { SqlRunner } from '../../adapters/ports.ts'
-import { cosineDistance } from '../../compute/chunk/semantic.ts'
+import { chunkPairs as chunkPairsFlat, packRows, type ChunkPairs } from '../../compute/dedup/chunks.ts'
+import { identityDiff, unpackIdentity, type Identity } from '../../compute/dedup/identity.ts'
 import { MINHASH_EMPTY, simhashFromHex, titleSimilarity } from '../../compute/dedup/index.ts'
 import type { KbSettings } from '../../kernel/config/schema.ts'
 
@@ -30,6 +31,8 @@ export interface Signatures {
   positions?: Uint32Array
   /** Normalised title. */
   title: string
+  /** Packed identity (compute/dedup/identity.ts): tells a sibling from a revision; absent: not told apart. */
+  identity?: Uint8Array
 }
 
 export interface Candidate {
@@ -51,10 +54,25 @@ export type EarlyVerdict =
   | { verdict: 'unique' }
 
 /**
- * identical: not indexed (outdated, duplicate_of = match); title_changed (identical body, another title) and
- * similar: indexed, and the match becomes outdated with duplicate_of = this document.
+ * identical (a copy): not indexed (outdated, duplicate_of = match); title_changed (identical body, another title)
+ * and similar (a revision): indexed, and the match becomes outdated with duplicate_of = this document; sibling
+ * (written from the same template) and overlap (shares passages, each holds text of its own): both stay indexed.
  */
-export type FinalVerdict = { verdict: 'identical' | 'title_changed' | 'similar'; match: string; score: number } | { verdict: 'unique' }
+export type FinalVerdict =
+  | { verdict: 'identical' | 'title_changed' | 'similar' | 'sibling' | 'overlap'; match: string; score: number; stage?: 1 | 3; reason?: string }
+  | { verdict: 'unique' }
+
+export type VerdictName = FinalVerdict['verdict']
+export const VERDICTS: readonly VerdictName[] = ['unique', 'identical', 'title_changed', 'similar', 'sibling', 'overlap']
+
+/** The verdict recorded on a document (documents.dedup); null for a unique document or when dedup is off. */
+export interface DedupRecord {
+  verdict: Exclude<VerdictName, 'unique'>
+  stage: 1 | 3
+  score: number
+  matched_doc_id: string
+  reason: string
+}
 
 type DedupCfg = KbSettings['dedup']
 
@@ -318,84 +336,44 @@ export class SignatureIndex {
   /** Stages 1 and 2. */
   async screen(db: SqlRunner, kbId: string, selfId: string, sig: Signatures, cfg: DedupCfg): Promise<EarlyVerdict> {
     const entries = await this.refresh(db, kbId)
-    return screenEntries(entries, selfId, sig, cfg, (candidates) => this.confirm(db, kbId, candidates))
+    return screenEntries(entries, selfId, sig, cfg, (candidates) => this.confirm(db, kbId, selfId, candidates))
   }
 
-  /** Keeps the candidates whose document is still indexed; forgets the others. */
-  private async confirm(db: SqlRunner, kbId: string, candidates: Candidate[]): Promise<Candidate[]> {
+  /**
+   * Keeps the candidates whose document is still indexed and that an editor has not declared distinct from this
+   * one (a restore: dedup_distinct); forgets those no longer indexed.
+   */
+  private async confirm(db: SqlRunner, kbId: string, selfId: string, candidates: Candidate[]): Promise<Candidate[]> {
     if (candidates.length === 0) return candidates
-    const rows = await db.query<{ doc_id: string }>(
-      `SELECT doc_id FROM documents WHERE doc_id = ANY($1::text[]) AND status = 'indexed'`, [candidates.map((c) => c.doc_id)])
-    const ok = new Set(rows.map((r) => r.doc_id))
-    for (const c of candidates) if (!ok.has(c.doc_id)) this.forget(kbId, c.doc_id)
+    const rows = await db.query<{ doc_id: string; distinct: boolean }>(
+      `SELECT d.doc_id, EXISTS (SELECT 1 FROM dedup_distinct x WHERE (x.doc_a = $2 AND x.doc_b = d.doc_id) OR (x.doc_a = d.doc_id AND x.doc_b = $2)) AS distinct
+       FROM documents d WHERE d.doc_id = ANY($1::text[]) AND d.status = 'indexed'`, [candidates.map((c) => c.doc_id), selfId])
+    const indexed = new Set(rows.map((r) => r.doc_id))
+    const ok = new Set(rows.filter((r) => !r.distinct).map((r) => r.doc_id))
+    for (const c of candidates) if (!indexed.has(c.doc_id)) this.forget(kbId, c.doc_id)
     return candidates.filter((c) => ok.has(c.doc_id))
   }
 }
 
-/**
- * How far from the background towards an exact copy a best match must lie to count as the same passage in
- * full. A passage with a few words changed then scores 1 (built-in embedder, 1024 dimensions, SciFact: 5 % of
- * the words replaced leaves cosines of 0.90-0.99, 0.87-0.99 relative to the background), so small edits spread
- * over a document leave it identical, while a passage partly rewritten keeps its graded score (one paragraph
- * in ten replaced: similar), and one about the same subject in other words falls below chunk_match_threshold.
- */
-const NEAR_COPY = 0.88
+/** Stage 3's chunk comparison of a new document against one candidate: local, or in the compute pool. */
+export type PairScorer = (fresh: readonly Float32Array[], other: readonly Float32Array[], matchThreshold: number) => Promise<ChunkPairs>
 
-/**
- * Stage 3 score of a new document against one candidate: the mean over the new chunks of their pair score,
- * counting pair scores below chunk_match_threshold as 0, scaled by the chunk-count ratio min(n, m) / max(n, m)
- * so that a document contained in a much longer one is not called identical to it.
- *
- * The pair score of a chunk is its best (top-1) cosine among the candidate's chunks, set against the
- * background: the mean cosine of the two documents' chunk pairs that are not the same passage. Raw cosines of
- * unrelated passages of one language or domain are far from 0 (shared vocabulary with hashed lexical
- * features, shared topic with a neural model), so a mean of raw cosines rose with the background; the pair
- * score is (best - background) / (1 - background), and 1 from NEAR_COPY up.
- */
-export function chunkScore(fresh: readonly Float32Array[], other: readonly Float32Array[], matchThreshold: number): number {
-  return chunkPairs(fresh, other, matchThreshold).score
+/** The scorer on this thread (tests, benches); the pipeline runs the same function in the compute pool. */
+export const localPairs: PairScorer = async (fresh, other, matchThreshold) => {
+  const a = packRows(fresh)
+  const b = packRows(other)
+  return chunkPairsFlat(a.flat, b.flat, a.dims || b.dims, matchThreshold)
 }
 
-/** chunkScore, and the highest pair score of a new chunk (`top`), before the cut at the match threshold. */
-function chunkPairs(fresh: readonly Float32Array[], other: readonly Float32Array[], matchThreshold: number): { score: number; top: number } {
-  const n = fresh.length
-  const m = other.length
-  if (n === 0 || m === 0) return { score: 0, top: 0 }
-  const cos = new Float64Array(n * m)
-  const best = new Float64Array(n).fill(-Infinity)
-  const at = new Int32Array(n)
-  for (let i = 0; i < n; i++) {
-    for (let j = 0; j < m; j++) {
-      const c = (cos[i * m + j] = 1 - cosineDistance(fresh[i], other[j]))
-      if (c > best[i]) {
-        best[i] = c
-        at[i] = j
-      }
-    }
-  }
-  // Background pairs: not a chunk's best match, nor a neighbour of it (neighbouring chunks share
-  // chunk_overlap characters and continue one passage). Against a candidate of one or two chunks there are
-  // none, and the cosines stand as they are.
-  let sum = 0
-  let pairs = 0
-  for (let i = 0; i < n; i++) {
-    for (let j = 0; j < m; j++) {
-      if (Math.abs(j - at[i]) <= 1) continue
-      sum += cos[i * m + j]
-      pairs++
-    }
-  }
-  // unrelated passages are not anti-correlated: a negative mean is noise, not a lower background
-  const background = pairs > 0 ? Math.min(Math.max(0, sum / pairs), 0.9) : 0
-  let score = 0
-  let top = 0
-  for (let i = 0; i < n; i++) {
-    let pair = (best[i] - background) / (1 - background)
-    if (pair >= NEAR_COPY) pair = 1
-    if (pair >= matchThreshold) score += pair
-    if (pair > top) top = pair
-  }
-  return { score: (score / n) * (Math.min(n, m) / Math.max(n, m)), top }
+/**
+ * Stage 3 score of a new document against one candidate (compute/dedup/chunks.ts): the mean over the new chunks
+ * of their pair score relative to the background, pair scores below chunk_match_threshold counted 0, scaled by the
+ * chunk-count ratio.
+ */
+export function chunkScore(fresh: readonly Float32Array[], other: readonly Float32Array[], matchThreshold: number): number {
+  const a = packRows(fresh)
+  const b = packRows(other)
+  return chunkPairsFlat(a.flat, b.flat, a.dims || b.dims, matchThreshold).score
 }
 
 /**
@@ -504,15 +482,16 @@ export async function compare(
   vectorsOf: (docId: string) => Promise<Float32Array[]>,
   cfg: DedupCfg,
   sig?: Pick<Signatures, 'minhash' | 'positions'>,
+  pairs: PairScorer = localPairs,
 ): Promise<FinalVerdict & { title?: string }> {
   const c = cfg.chunk_compare
   const pool = c.compare_all_candidates ? candidates : candidates.slice(0, 1)
-  let best: { match: string; score: number; title: string } | null = null
+  let best: { match: string; score: number; title: string; stage: 3 } | null = null
   for (const cand of pool) {
-    const chunks = chunkPairs(fresh, await vectorsOf(cand.doc_id), c.chunk_match_threshold)
+    const chunks = await pairs(fresh, await vectorsOf(cand.doc_id), c.chunk_match_threshold)
     const text = sig ? textScore(sig, cand.minhash) : null
     const score = text !== null && chunks.top >= c.chunk_match_threshold ? text : chunks.score
-    if (!best || score > best.score) best = { match: cand.doc_id, score, title: cand.title }
+    if (!best || score > best.score) best = { match: cand.doc_id, score, title: cand.title, stage: 3 }
   }
   if (!best) return { verdict: 'unique' }
   if (best.score >= c.body_identical_threshold) return { verdict: 'identical', ...best }
@@ -523,8 +502,136 @@ export async function compare(
 /** An identical body under another title is the older service's "title changed": the newer document wins. */
 export function titleChanged(verdict: FinalVerdict & { title?: string }, freshTitle: string): FinalVerdict {
   if (verdict.verdict !== 'identical' || verdict.title === undefined || verdict.title === freshTitle) return verdict
-  return { verdict: 'title_changed', match: verdict.match, score: verdict.score }
+  return { verdict: 'title_changed', match: verdict.match, score: verdict.score, ...(verdict.stage ? { stage: verdict.stage } : {}) }
 }
+
+/** What the relation rule reads of either document. */
+export interface RelationSide {
+  /** Packed identity (dedup_signatures.identity); null for a row written before identities were kept. */
+  identity: Uint8Array | Identity | null
+  /** Normalised title (as the signatures hold it). */
+  title: string
+  connector_id: string | null
+  source: string
+}
+
+/** A text this short (in tokens) that substitutes one identity token is another document: a note of one line. */
+export const SHORT_TEXT_WORDS = 64
+/** Substituted identity slots, as a share of the slots of the text that has fewer, that make a template's sibling. */
+export const SUBSTITUTION_SHARE = 0.02
+
+const asIdentity = (x: Uint8Array | Identity | null): Identity | null => (x === null ? null : x instanceof Uint8Array ? unpackIdentity(x) : x)
+const titleWords = (t: string) => new Set(t.split(/[^\p{L}\p{N}]+/u).filter((w) => w !== ''))
+
+/** The older document's title still names the newer one: equal, contained in it, or fuzzy-equal (stage 2's rule). */
+function titleKept(older: string, fresh: string, cfg: DedupCfg): boolean {
+  if (older === fresh) return true
+  const words = titleWords(fresh)
+  const olderWords = [...titleWords(older)]
+  if (olderWords.length > 0 && olderWords.every((w) => words.has(w))) return true
+  return titleSimilarity(older, fresh) >= cfg.minhash.title_fuzzy_threshold
+}
+
+/**
+ * The relation rule (issue 36), applied to a verdict of stages 1-3 before anything is hidden. Text likeness alone
+ * says "near-copy"; this tells the four relations apart:
+ * - a copy (the same text, perhaps under another name): identical / title_changed, as stages 1-3 said;
+ * - a revision (the same document, edited): similar, the older becomes outdated, as stages 1-3 said;
+ * - a sibling (another document written from the same template): the newer text puts identity tokens of its own
+ *   (codes, numbers, names, the title's distinguishing words) into the slots where the older has others
+ *   (identityDiff). Two such slots that are at least SUBSTITUTION_SHARE of the identity slots, or one slot with
+ *   titles that name different things, or one slot in a text of fewer than SHORT_TEXT_WORDS tokens; or titles
+ *   that name different things over texts that differ by passages (similar). Both stay indexed;
+ * - an overlap (shares passages, each holds text of its own): a similar verdict whose titles do not keep the older
+ *   one's name (titleKept). Both stay indexed.
+ * Two pages of one connector under different sources (both live at the source) never supersede each other: a
+ * similar one is an overlap or a sibling, and a copy under another URL (a print view, a mirror) is skipped, so
+ * `duplicate_of` names the visible one, as title_changed would have hidden the older.
+ */
+export function relate(verdict: FinalVerdict, fresh: RelationSide, older: RelationSide, cfg: DedupCfg): FinalVerdict {
+  if (verdict.verdict !== 'identical' && verdict.verdict !== 'title_changed' && verdict.verdict !== 'similar') return verdict
+  const { match, score } = verdict
+  const stage = verdict.stage ?? 3
+  const a = asIdentity(fresh.identity)
+  const b = asIdentity(older.identity)
+  if (a && b) {
+    const d = identityDiff(a, b)
+    const slots = Math.max(1, Math.min(a.slots.length, b.slots.length) / 3)
+    const sibling = (d.substitutions >= 2 && d.substitutions / slots >= SUBSTITUTION_SHARE)
+      || (d.substitutions >= 1 && (d.titleSubstituted || d.words < SHORT_TEXT_WORDS))
+      || (d.titleSubstituted && verdict.verdict === 'similar')
+    if (sibling) {
+      const what = [
+        d.substitutions > 0 ? `${d.substitutions} identity token${d.substitutions === 1 ? '' : 's'} (codes, numbers, names) substituted in the same places` : '',
+        d.titleSubstituted ? 'titles that name different things' : '',
+      ].filter(Boolean).join(' and ')
+      return { verdict: 'sibling', match, score, stage, reason: `written from the same template as ${match}: ${what}; both stay indexed` }
+    }
+  }
+  const sameConnector = fresh.connector_id !== null && fresh.connector_id === older.connector_id && fresh.source !== older.source
+  if (sameConnector && verdict.verdict === 'title_changed') {
+    return { verdict: 'identical', match, score, stage, reason: `a copy of ${match} under another address of the same connector (${older.source}): not indexed` }
+  }
+  if (sameConnector && verdict.verdict === 'similar') {
+    return { verdict: 'overlap', match, score, stage, reason: `shares most of its text with ${match}, another page of the same connector that is still live at the source (${older.source}); both stay indexed` }
+  }
+  if (verdict.verdict === 'similar' && !titleKept(older.title, fresh.title, cfg)) {
+    return { verdict: 'overlap', match, score, stage, reason: `shares passages with ${match}, but each holds text of its own under a title of its own; both stay indexed` }
+  }
+  return { ...verdict, stage, reason: verdict.reason ?? defaultReason(verdict.verdict, match, score) }
+}
+
+/** Whether `older` names another thing than `fresh` by its identity alone (the sibling test without the text verdict). */
+function otherIdentity(fresh: Identity, older: Identity): boolean {
+  const d = identityDiff(fresh, older)
+  const slots = Math.max(1, Math.min(fresh.slots.length, older.slots.length) / 3)
+  return (d.substitutions >= 2 && d.substitutions / slots >= SUBSTITUTION_SHARE) || d.titleSubstituted || (d.substitutions >= 1 && d.words < SHORT_TEXT_WORDS)
+}
+
+/** Candidates whose identity is read before stage 3 picks the best one. */
+export const IDENTITY_RANKED = 16
+
+/**
+ * Stage 3 compares the best candidate only (compare_all_candidates false): among documents of one template the
+ * closest signature is often a sibling, not the document this one revises. So the first IDENTITY_RANKED
+ * candidates are put in two groups, same identity first (each in its stage order): a revision is compared with
+ * its own older version even when a sibling's signature lies closer.
+ */
+export async function rankByIdentity(candidates: Candidate[], fresh: Uint8Array | Identity | null, sidesOf: (ids: string[]) => Promise<Map<string, RelationSide>>): Promise<Candidate[]> {
+  const mine = asIdentity(fresh)
+  if (!mine || candidates.length < 2) return candidates
+  const head = candidates.slice(0, IDENTITY_RANKED)
+  const sides = await sidesOf(head.map((c) => c.doc_id))
+  const other = (c: Candidate) => {
+    const theirs = asIdentity(sides.get(c.doc_id)?.identity ?? null)
+    return theirs !== null && otherIdentity(mine, theirs)
+  }
+  const same = head.filter((c) => !other(c))
+  return [...same, ...head.filter((c) => other(c)), ...candidates.slice(IDENTITY_RANKED)]
+}
+
+function defaultReason(verdict: 'identical' | 'title_changed' | 'similar', match: string, score: number): string {
+  const s = score.toFixed(3)
+  if (verdict === 'identical') return `the same text as ${match} (score ${s}): not indexed`
+  if (verdict === 'title_changed') return `the same text as ${match} under another title (score ${s}): indexed, and ${match} is superseded`
+  return `a revision of ${match} (score ${s}): indexed, and ${match} is superseded`
+}
+
+/** The record of a verdict for each side: the new document's, and the older one's when it becomes outdated. */
+export function dedupRecords(docId: string, v: FinalVerdict): { fresh: DedupRecord | null; older: DedupRecord | null } {
+  if (v.verdict === 'unique') return { fresh: null, older: null }
+  const fresh: DedupRecord = { verdict: v.verdict, stage: v.stage ?? 3, score: round(v.score), matched_doc_id: v.match, reason: v.reason ?? '' }
+  if (v.verdict !== 'similar' && v.verdict !== 'title_changed') return { fresh, older: null }
+  const older: DedupRecord = {
+    verdict: v.verdict, stage: v.stage ?? 3, score: round(v.score), matched_doc_id: docId,
+    reason: v.verdict === 'similar'
+      ? `superseded by ${docId}, a newer revision of this document (score ${v.score.toFixed(3)}); restore it if they are different documents`
+      : `superseded by ${docId}, the same text under a new title; restore it if they are different documents`,
+  }
+  return { fresh, older }
+}
+
+const round = (x: number) => Math.round(x * 1e4) / 1e4
 
 export interface IndexedFields {
   chunk_count: number
@@ -539,19 +646,40 @@ export interface IndexedFields {
  * null when the document left `running` meanwhile; the signatures written then are removed by the caller's
  * clean-up.
  */
-export async function finishIndexed(db: SqlRunner, kbId: string, docId: string, sig: Signatures, f: IndexedFields): Promise<number | null> {
+export async function finishIndexed(db: SqlRunner, kbId: string, docId: string, sig: Signatures, f: IndexedFields, dedup: DedupRecord | null = null): Promise<number | null> {
   const rows = await db.query<{ seq: number }>(
     `WITH sig AS (
-            INSERT INTO dedup_signatures (doc_id, kb_id, simhash, minhash, title, chunk_count) VALUES ($1, $2, $3, $4, $5, $6)
+            INSERT INTO dedup_signatures (doc_id, kb_id, simhash, minhash, title, chunk_count, identity) VALUES ($1, $2, $3, $4, $5, $6, $11)
             ON CONFLICT (doc_id) DO UPDATE SET simhash = EXCLUDED.simhash, minhash = EXCLUDED.minhash, title = EXCLUDED.title,
-              chunk_count = EXCLUDED.chunk_count, created_at = now(), seq = nextval(pg_get_serial_sequence('dedup_signatures', 'seq'))
+              chunk_count = EXCLUDED.chunk_count, identity = EXCLUDED.identity, created_at = now(), seq = nextval(pg_get_serial_sequence('dedup_signatures', 'seq'))
             RETURNING doc_id, seq)
      UPDATE documents SET status = 'indexed', updated_at = now(), process_finished_at = now(), heartbeat_at = NULL, chunk_count = $6, embedding_model = $7, title = $8,
-       doc_type = $9, last_error = NULL, duplicate_of = NULL
+       doc_type = $9, last_error = NULL, duplicate_of = NULL, dedup = $10::jsonb
      WHERE doc_id = $1 AND status = 'running' RETURNING doc_id, (SELECT seq FROM sig) AS seq`,
-    [docId, kbId, sig.simhash, toBytes(sig.minhash), sig.title, f.chunk_count, f.embedding_model, f.title, f.doc_type],
+    [docId, kbId, sig.simhash, toBytes(sig.minhash), sig.title, f.chunk_count, f.embedding_model, f.title, f.doc_type,
+      dedup, sig.identity ?? null],
   )
   return rows.length > 0 ? Number(rows[0].seq) : null
+}
+
+/** Records that two documents are distinct (a restore): neither is judged against the other again. */
+export async function markDistinct(db: SqlRunner, kbId: string, a: string, b: string): Promise<void> {
+  if (a === b) return
+  const [x, y] = a < b ? [a, b] : [b, a]
+  await db.query('INSERT INTO dedup_distinct (kb_id, doc_a, doc_b) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [kbId, x, y])
+}
+
+/** What the relation rule reads of indexed documents (those still there). */
+export async function relationSides(db: SqlRunner, docIds: string[]): Promise<Map<string, RelationSide>> {
+  const rows = await db.query<{ doc_id: string; source: string; connector_id: string | null; title: string | null; identity: Uint8Array | null }>(
+    `SELECT d.doc_id, d.source, d.connector_id::text AS connector_id, s.title, s.identity FROM documents d
+     LEFT JOIN dedup_signatures s ON s.doc_id = d.doc_id WHERE d.doc_id = ANY($1::text[])`, [docIds])
+  return new Map(rows.map((r) => [r.doc_id, { source: r.source, connector_id: r.connector_id, title: r.title ?? '', identity: r.identity ?? null }]))
+}
+
+/** What the relation rule reads of one document; null when it is gone. */
+export async function relationSideOf(db: SqlRunner, docId: string): Promise<RelationSide | null> {
+  return (await relationSides(db, [docId])).get(docId) ?? null
 }
 
 export async function dropSignatures(db: SqlRunner, docId: string): Promise<void> {

@@ -9,7 +9,8 @@ import { unpackSparse } from '../../compute/text/sparse.ts'
 import type { Chunk, DocType } from '../../compute/types.ts'
 import type { Settings } from '../../kernel/config/schema.ts'
 import type { Logger } from '../../kernel/log.ts'
-import { compare, dropSignatures, finishIndexed, SignatureIndex, titleChanged, type FinalVerdict } from './dedup.ts'
+import { packRows } from '../../compute/dedup/chunks.ts'
+import { compare, dedupRecords, dropSignatures, finishIndexed, rankByIdentity, relate, relationSideOf, relationSides, SignatureIndex, titleChanged, type DedupRecord, type FinalVerdict, type PairScorer } from './dedup.ts'
 import { effectiveKbSettings } from '../../kernel/config/kb-settings.ts'
 import { docTypeOf } from './formats.ts'
 import type { DocRepo, DocumentRecord } from './repo.ts'
@@ -147,12 +148,19 @@ export function createProcessor(deps: {
       const early = signatures
         ? await timed('dedup', () => signatureIndex.screen(sql, kbId, docId, signatures, cfg.dedup))
         : { verdict: 'unique' as const }
+      // The relation rule tells a copy or a revision from a sibling or an overlap before anything is hidden.
+      const related = async (v: FinalVerdict): Promise<FinalVerdict> => {
+        if (v.verdict === 'unique' || !signatures) return v
+        const older = await relationSideOf(sql, v.match)
+        if (!older) return v
+        return relate(v, { identity: signatures.identity ?? null, title: signatures.title, connector_id: doc.connector_id, source: doc.source }, older, cfg.dedup)
+      }
       // an identical body under another title is indexed, and supersedes the older document at the end
       let verdict: FinalVerdict = early.verdict === 'identical'
-        ? titleChanged({ verdict: 'identical', match: early.match, score: 1, title: early.title }, signatures?.title ?? '')
+        ? await timed('dedup', () => related(titleChanged({ verdict: 'identical', match: early.match, score: 1, title: early.title, stage: 1 }, signatures?.title ?? '')))
         : { verdict: 'unique' }
       if (verdict.verdict === 'identical') {
-        await finishIdentical(doc, verdict.match, title, parsed.doc_type)
+        await finishIdentical(doc, verdict, title, parsed.doc_type)
         return
       }
 
@@ -179,14 +187,24 @@ export function createProcessor(deps: {
         return embedAll(encodingTexts(seg.chunks, header), signal)
       })
 
-      // dedup stage 3
+      // dedup stage 3: the chunk comparison runs in the compute pool, bounded in pairs (compute/dedup/chunks.ts)
       if (early.verdict === 'compare') {
-        verdict = titleChanged(await timed('dedup', () => compare(early.candidates, dense, (id) => vectors.docVectors(kbId, id), cfg.dedup, signatures ?? undefined)), signatures?.title ?? '')
+        const pairs: PairScorer = async (fresh, other, matchThreshold) => {
+          const a = packRows(fresh)
+          const b = packRows(other)
+          return pool.run('chunkpairs', { fresh: a.flat, other: b.flat, dims: a.dims || b.dims, matchThreshold }, { transfer: [a.flat, b.flat], signal })
+        }
+        verdict = await timed('dedup', async () => {
+          const candidates = await rankByIdentity(early.candidates, signatures?.identity ?? null, (ids) => relationSides(sql, ids))
+          return related(titleChanged(
+            await compare(candidates, dense, (id) => vectors.docVectors(kbId, id), cfg.dedup, signatures ?? undefined, pairs), signatures?.title ?? ''))
+        })
         if (verdict.verdict === 'identical') {
-          await finishIdentical(doc, verdict.match, title, parsed.doc_type)
+          await finishIdentical(doc, verdict, title, parsed.doc_type)
           return
         }
       }
+      const records = dedupRecords(docId, verdict)
 
       // upsert
       const now = new Date().toISOString()
@@ -231,17 +249,18 @@ export function createProcessor(deps: {
         const fields = { chunk_count: seg.chunks.length, embedding_model: embedder.model, title, doc_type: parsed.doc_type }
         let moved: boolean
         if (signatures) {
-          const seq = await finishIndexed(sql, kbId, docId, signatures, fields)
+          const seq = await finishIndexed(sql, kbId, docId, signatures, fields, records.fresh)
           moved = seq !== null
           if (seq !== null) signatureIndex.add(kbId, docId, signatures, seq)
         } else {
           if (reindex) await dropSignatures(sql, docId)
-          moved = (await repo.transition(docId, ['running'], 'indexed', { ...fields, last_error: null, duplicate_of: null })) !== null
+          moved = (await repo.transition(docId, ['running'], 'indexed', { ...fields, last_error: null, duplicate_of: null, dedup: null })) !== null
         }
         if (!moved) throw new Superseded()
         indexed = true
+        if (signatures) countVerdict(verdict)
         if (verdict.verdict === 'similar' || verdict.verdict === 'title_changed') {
-          const old = await repo.transition(verdict.match, ['indexed'], 'outdated', { duplicate_of: docId })
+          const old = await repo.transition(verdict.match, ['indexed'], 'outdated', { duplicate_of: docId, dedup: records.older })
           if (old) {
             signatureIndex.forget(kbId, verdict.match)
             await vectors.deleteByDoc(kbId, verdict.match)
@@ -271,11 +290,21 @@ export function createProcessor(deps: {
     }
   }
 
-  async function finishIdentical(doc: DocumentRecord, match: string, title: string, docType: string): Promise<void> {
+  async function finishIdentical(doc: DocumentRecord, verdict: Exclude<FinalVerdict, { verdict: 'unique' }>, title: string, docType: string): Promise<void> {
     metrics.skipped++
+    const match = verdict.match
     await cleanup(doc.kb_id, doc.doc_id)
-    const moved = await repo.transition(doc.doc_id, ['running'], 'outdated', { duplicate_of: match, chunk_count: 0, title, doc_type: docType, last_error: null })
-    if (moved) log.info({ doc_id: doc.doc_id, duplicate_of: match }, 'identical to an indexed document: not indexed')
+    const moved = await repo.transition(doc.doc_id, ['running'], 'outdated', {
+      duplicate_of: match, chunk_count: 0, title, doc_type: docType, last_error: null, dedup: dedupRecords(doc.doc_id, verdict).fresh,
+    })
+    if (moved) {
+      countVerdict(verdict)
+      log.info({ doc_id: doc.doc_id, duplicate_of: match }, 'identical to an indexed document: not indexed')
+    }
+  }
+
+  function countVerdict(v: FinalVerdict): void {
+    telemetry.metrics.dedupVerdicts.inc({ verdict: v.verdict })
   }
 
   async function cleanup(kbId: string, docId: string): Promise<void> {

@@ -6,6 +6,7 @@ import { isForeignKeyViolation, isUniqueViolation } from '../../adapters/metadat
 import { kbNotFound } from '../kb/service.ts'
 import { STABLE, STATUSES, type DocStatus } from './states.ts'
 import { coalescer } from './coalesce.ts'
+import type { DedupRecord } from './dedup.ts'
 
 export interface DocumentRecord {
   doc_id: string
@@ -25,6 +26,8 @@ export interface DocumentRecord {
   source_uri: string | null
   content_version: string | null
   duplicate_of: string | null
+  /** The dedup verdict that concerns the document (plugins/docs/dedup.ts DedupRecord); null: unique, or dedup off. */
+  dedup: DedupRecord | null
   content_type: string | null
   /** The chunking strategy of the last processing run (the KB's effective chunking.strategy then). */
   chunk_strategy: string | null
@@ -40,13 +43,13 @@ export interface DocumentRecord {
 }
 
 const COLUMNS = `doc_id, kb_id, title, source_type, source, storage_key, connector_id::text AS connector_id, status, doc_type,
-  chunk_count, file_size, embedding_model, last_error, etag, source_uri, content_version, duplicate_of, content_type, chunk_strategy,
+  chunk_count, file_size, embedding_model, last_error, etag, source_uri, content_version, duplicate_of, dedup, content_type, chunk_strategy,
   doc_created_at, process_started_at, process_finished_at, deleted_at, created_at, updated_at`
 
 /** Fields a transition may set along with the status. */
 export type DocFields = Partial<Pick<DocumentRecord,
   'title' | 'storage_key' | 'doc_type' | 'chunk_count' | 'file_size' | 'embedding_model' | 'last_error' | 'etag' |
-  'source_uri' | 'content_version' | 'duplicate_of' | 'content_type'>> & {
+  'source_uri' | 'content_version' | 'duplicate_of' | 'content_type' | 'dedup'>> & {
   pending_op?: PendingOp
   /** New content arrived (a re-upload): doc_created_at becomes now. */
   received?: boolean
@@ -55,7 +58,7 @@ export type DocFields = Partial<Pick<DocumentRecord,
 /** What a pending document waits for, so that recovery can queue it again. */
 export type PendingOp = 'ingest' | 'delete' | 'delete_hard'
 
-const SETTABLE = new Set(['title', 'storage_key', 'doc_type', 'chunk_count', 'file_size', 'embedding_model', 'last_error', 'etag', 'source_uri', 'content_version', 'duplicate_of', 'content_type', 'pending_op'])
+const SETTABLE = new Set(['title', 'storage_key', 'doc_type', 'chunk_count', 'file_size', 'embedding_model', 'last_error', 'etag', 'source_uri', 'content_version', 'duplicate_of', 'content_type', 'pending_op', 'dedup'])
 
 export const newDocId = (): string => randomBytes(8).toString('hex')
 
@@ -195,6 +198,12 @@ export function createDocRepo(db: SqlRunner, opts: DocRepoOptions) {
       if (fields.received) sets.push('doc_created_at = now()')
       for (const [key, value] of Object.entries(fields)) {
         if (!SETTABLE.has(key) || value === undefined) continue
+        if (key === 'dedup') {
+          // the object itself: both drivers serialise a jsonb parameter (a string would be stored as a JSON string)
+          params.push(value)
+          sets.push(`dedup = $${params.length}::jsonb`)
+          continue
+        }
         params.push(value)
         sets.push(`${key} = $${params.length}`)
       }

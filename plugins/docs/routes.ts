@@ -133,6 +133,19 @@ export function registerDocRoutes(ctx: PluginContext, docs: DocsService): void {
   })
 
   ctx.route({
+    method: 'POST', path: '/api/kb/{kb_id}/docs/{doc_id}/restore', summary: 'Restore an outdated document: index it again and record the pair as distinct', tags,
+    params: DocParams, status: 202, access: kbRole('editor'),
+    responses: {
+      202: {
+        description: 'Queued; the pair is never judged again',
+        schema: Type.Object({ kb_id: Type.String(), doc_id: Type.String(), status: Type.Literal('pending'), distinct_from: Type.Union([Type.String(), Type.Null()]) }),
+      },
+      404: err('Not found'), 409: err('The document is not outdated'),
+    },
+    handler: async (req) => reply(202, await docs.restore(req.params.kb_id, req.params.doc_id)),
+  })
+
+  ctx.route({
     method: 'POST', path: '/api/kb/{kb_id}/docs/{doc_id}/fail', summary: 'Mark a document failed', tags,
     params: DocParams, query: FailQuery, access: kbRole('editor'),
     responses: {

@@ -8,6 +8,15 @@ const literalUnion = (values: readonly string[], description: string) =>
 
 const Nullable = <T extends ReturnType<typeof Type.String>>(t: T) => Type.Union([t, Type.Null()])
 
+export const DedupRecordSchema = Type.Object({
+  verdict: literalUnion(['identical', 'title_changed', 'similar', 'sibling', 'overlap'],
+    'identical: a copy, not indexed; title_changed and similar: a revision that superseded the older document (or, on that older one, what superseded it); sibling and overlap: both stay indexed.'),
+  stage: Type.Union([Type.Literal(1), Type.Literal(3)], { description: 'The dedup stage that decided (1: SimHash, 3: chunk comparison).' }),
+  score: Type.Number({ description: 'The score the verdict rests on (stage 3 aggregate, or 1 for a stage-1 copy).' }),
+  matched_doc_id: Type.String({ description: 'The other document of the pair.' }),
+  reason: Type.String(),
+}, { title: 'DedupVerdict' })
+
 export const DocumentSchema = Type.Object({
   doc_id: Type.String(),
   kb_id: Type.String(),
@@ -26,6 +35,7 @@ export const DocumentSchema = Type.Object({
   source_uri: Nullable(Type.String()),
   content_version: Nullable(Type.String({ description: 'The etag for uploads; the source version for connector documents.' })),
   duplicate_of: Nullable(Type.String()),
+  dedup: Type.Union([DedupRecordSchema, Type.Null()], { description: 'The dedup verdict that concerns the document; null when it was judged unique or dedup is off.' }),
   chunk_strategy: Nullable(Type.String({ description: 'Chunking strategy of the last processing run.' })),
   doc_created_at: Type.Union([Timestamp, Type.Null()], { description: 'When the current content arrived (upload or re-upload).' }),
   process_started_at: Type.Union([Timestamp, Type.Null()], { description: 'Start of the last processing run.' }),

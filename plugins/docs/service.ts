@@ -10,6 +10,7 @@ import type { Caller, Request } from '../../kernel/plugin.ts'
 import { kbNotFound, type KbService } from '../kb/service.ts'
 import { baseName, CONTENT_TYPES, contentDisposition, docTypeOf, extensionOf, titleFromFilename } from './formats.ts'
 import { addWithinDocCap, createDocRepo, docCapPrecheck, emptyCounts, newDocId, type DocCapBlock, type DocCounts, type DocRepo, type DocumentRecord, type ListFilter } from './repo.ts'
+import { markDistinct } from './dedup.ts'
 import { FAIL_REASON, FAILABLE, isActive, RECOVER_REASON, STABLE, truncateError, UNDELETABLE, type DocStatus } from './states.ts'
 
 export const INGEST_TOPIC = 'ingest'
@@ -43,6 +44,7 @@ export const activeConflict = (doc: { doc_id: string; status: string }) =>
 
 // The older service's texts (notes.md), which its clients match on.
 const docNotFound = (kbId: string, docId: string) => notFound(`Document not found: kb=${clip(kbId)} doc_id=${clip(docId)}`, 'DOC_NOT_FOUND')
+const notRestorable = (status: string) => conflict(`Document is not outdated, nothing to restore: status=${status}`, 'DOC_NOT_OUTDATED')
 const notFailable = (status: string) => conflict(`Cannot force-fail document in current state: status=${status}`, 'DOC_NOT_FAILABLE')
 const notRecoverable = (status: string) => conflict(`Document is not in a recoverable state: status=${status}`, 'DOC_NOT_RUNNING')
 
@@ -357,6 +359,28 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
       if (!(await repo.transition(docId, ['failed'], 'pending', { pending_op: 'ingest' }))) throw activeConflict((await repo.getById(docId)) ?? doc)
       await enqueue({ op: 'ingest', kb_id: kbId, doc_id: docId, force: true })
       return { kb_id: kbId, doc_id: docId, queued: true }
+    },
+
+    /**
+     * Issue 36: an outdated document is indexed again, and the pair (it and the document named in duplicate_of) is
+     * recorded as distinct, so neither is judged against the other again, on re-upload or reindex. The other
+     * document keeps its state. 409 for a document that is not outdated.
+     */
+    async restore(kbId: string, docId: string): Promise<{ kb_id: string; doc_id: string; status: 'pending'; distinct_from: string | null }> {
+      const doc = await requireDoc(kbId, docId)
+      if (doc.status !== 'outdated') throw notRestorable(doc.status)
+      const other = doc.duplicate_of ?? doc.dedup?.matched_doc_id ?? null
+      // the pair first: a worker that picks the document up at once must already see it
+      if (other !== null && (await repo.getById(other))) await markDistinct(adapters.sql, kbId, docId, other)
+      const moved = await repo.transition(docId, ['outdated'], 'pending', { last_error: null, pending_op: 'ingest', duplicate_of: null })
+      if (!moved) throw notRestorable(await statusNow(kbId, docId))
+      try {
+        await enqueue({ op: 'ingest', kb_id: kbId, doc_id: docId, force: true })
+      } catch (err) {
+        await repo.transition(docId, ['pending'], 'failed', { last_error: truncateError(`Could not queue the document: ${(err as Error).message}`) })
+        throw err
+      }
+      return { kb_id: kbId, doc_id: docId, status: 'pending', distinct_from: other }
     },
 
     async fail(kbId: string, docId: string, reason: string | undefined): Promise<Record<string, unknown>> {

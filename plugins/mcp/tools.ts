@@ -97,6 +97,9 @@ const DocumentOutput = z.looseObject({
   source_uri: str,
   content_version: str,
   duplicate_of: str,
+  dedup: z.object({
+    verdict: z.string(), stage: z.number().int(), score: z.number(), matched_doc_id: z.string(), reason: z.string(),
+  }).nullable().optional().describe('The dedup verdict that concerns the document (why it is outdated, or which document it was told apart from); null when unique.'),
   created_at: z.string().optional(),
   updated_at: str,
 })

@@ -272,6 +272,10 @@ export const ENTRIES: Record<string, Entry> = {
     spec: kbRole('editor'), ok: 202,
     request: async (c) => ({ path: `${kbPath(c)}/docs/${await c.f.cloneDoc(c.kb.doc, { status: 'running' })}/recover`, method: 'POST' }),
   },
+  'POST /api/kb/{kb_id}/docs/{doc_id}/restore': {
+    spec: kbRole('editor'), ok: 202,
+    request: async (c) => ({ path: `${kbPath(c)}/docs/${await c.f.cloneDoc(c.kb.doc, { status: 'outdated', duplicate_of: c.kb.doc })}/restore`, method: 'POST' }),
+  },
   'POST /api/kb/{kb_id}/docs/{doc_id}/fail': {
     spec: kbRole('editor'), ok: 200,
     request: async (c) => ({ path: `${kbPath(c)}/docs/${await c.f.cloneDoc(c.kb.doc, { status: 'pending' })}/fail`, method: 'POST' }),
