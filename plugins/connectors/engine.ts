@@ -257,7 +257,7 @@ export function createEngine(deps: EngineDeps) {
       if (ended) throw err
       const error = truncateError(`Sync failed: ${(err as Error).message}`)
       log.warn({ err, connector_id: c.connector_id }, 'sync failed before it could finish')
-      const lastSync: LastSync = { trigger, outcome: 'failed', started_at: startedAt, finished_at: new Date().toISOString(), ...counters, pruned: 0, truncated: false, fetch_ms: 0 }
+      const lastSync: LastSync = { run_id: runId, trigger, outcome: 'failed', started_at: startedAt, finished_at: new Date().toISOString(), ...counters, pruned: 0, truncated: false, fetch_ms: 0 }
       await repo.finish(c.connector_id, runId, { error, lastSync, synced: false })
     } finally {
       clearInterval(heartbeat)
@@ -353,7 +353,7 @@ export function createEngine(deps: EngineDeps) {
         if (prev && prev.content_version === item.version && prev.status !== 'failed' && prev.status !== 'deleted') return 'unchanged'
         if (prev && isActive(prev.status)) return 'busy'
         await refuseFrozen(c)
-        const outcome = await storeItem(c, item, prev)
+        const outcome = await storeItem(c, runId, item, prev)
         if (outcome.docId) {
           queued.push(outcome.docId)
           known.set(item.source, { doc_id: outcome.docId, status: 'pending', content_version: item.version, storage_key: null })
@@ -407,7 +407,7 @@ export function createEngine(deps: EngineDeps) {
     if (stopped) outcome = stopped.reason === 'aborted' ? 'aborted' : 'interrupted'
     else if (error) outcome = 'failed'
     telemetry.metrics.connectorSyncs.inc({ source_type: c.source_type, outcome })
-    const lastSync: LastSync = { trigger, outcome, started_at: startedAt, finished_at: new Date().toISOString(), ...counters, pruned, truncated, fetch_ms: fetchMs }
+    const lastSync: LastSync = { run_id: runId, trigger, outcome, started_at: startedAt, finished_at: new Date().toISOString(), ...counters, pruned, truncated, fetch_ms: fetchMs }
     if (stopped?.reason === 'aborted') {
       // Whatever this run queued after the abort's own sweep (a page stored between checkpoint and abort).
       await failInFlight(c.connector_id, ABORTED, { only: queued }).catch((err) => log.warn({ err }, 'abort clean-up failed'))
@@ -454,9 +454,10 @@ export function createEngine(deps: EngineDeps) {
 
   /**
    * One document: the row moves to `fetching` (new row, or a stable one of the same source: same doc_id,
-   * spec 3.1), the body goes to object storage, then `pending` with the new version, then the queue.
+   * spec 3.1), the body goes to object storage, then `pending` with the new version and the run that fetched it,
+   * then the queue.
    */
-  async function storeItem(c: ConnectorRow, item: SourceItem, prev: KnownDoc | undefined): Promise<{ result: StoreOutcome; docId?: string }> {
+  async function storeItem(c: ConnectorRow, runId: string, item: SourceItem, prev: KnownDoc | undefined): Promise<{ result: StoreOutcome; docId?: string }> {
     const fields = { title: item.title, source_uri: item.sourceUri, doc_type: item.docType, content_type: item.contentType }
     let doc: DocumentRecord | null = null
     let oldKey = prev?.storage_key ?? null
@@ -490,7 +491,7 @@ export function createEngine(deps: EngineDeps) {
     }
     const moved = await docRepo.transition(doc.doc_id, ['fetching'], 'pending', {
       storage_key: key, file_size: info.size, etag: info.etag, content_version: item.version, last_error: null, duplicate_of: null,
-      pending_op: 'ingest',
+      pending_op: 'ingest', run_id: runId,
     })
     if (!moved) {
       // Failed meanwhile (an abort): the stored body is not referenced by anything.

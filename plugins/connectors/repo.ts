@@ -7,6 +7,8 @@ import { AppError, clip, conflict } from '../../kernel/errors.ts'
 import type { ConnectorStatus, SourceType } from './schemas.ts'
 
 export interface LastSync {
+  /** The run's id: the run_id of the documents it fetched. */
+  run_id: string
   trigger: 'manual' | 'schedule'
   outcome: 'completed' | 'aborted' | 'failed' | 'interrupted' | 'timed_out'
   started_at: string

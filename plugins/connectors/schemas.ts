@@ -130,6 +130,7 @@ export const ConnectorListQuery = Type.Object({
 export const ConnectorParams = Type.Object({ connector_id: Type.String() })
 
 export const LastSync = Type.Object({
+  run_id: Type.String({ description: 'The run: the run_id of the documents it fetched.' }),
   trigger: Type.String(), outcome: Type.String(), started_at: Timestamp, finished_at: Timestamp,
   fetched: Type.Integer(), stored: Type.Integer(), unchanged: Type.Integer(), skipped: Type.Integer(), failed: Type.Integer(),
   pruned: Type.Integer(), truncated: Type.Boolean(), fetch_ms: Type.Integer({ description: 'Time of the source requests, before waiting for indexing.' }),

@@ -16,6 +16,8 @@ export interface DocumentRecord {
   source: string
   storage_key: string | null
   connector_id: string | null
+  /** The connector sync run that fetched the current content (with connector_id it names the run); null for uploads. */
+  run_id: string | null
   status: DocStatus
   doc_type: string | null
   chunk_count: number | null
@@ -42,14 +44,14 @@ export interface DocumentRecord {
   updated_at: string
 }
 
-const COLUMNS = `doc_id, kb_id, title, source_type, source, storage_key, connector_id::text AS connector_id, status, doc_type,
+const COLUMNS = `doc_id, kb_id, title, source_type, source, storage_key, connector_id::text AS connector_id, run_id::text AS run_id, status, doc_type,
   chunk_count, file_size, embedding_model, last_error, etag, source_uri, content_version, duplicate_of, dedup, content_type, chunk_strategy,
   doc_created_at, process_started_at, process_finished_at, deleted_at, created_at, updated_at`
 
 /** Fields a transition may set along with the status. */
 export type DocFields = Partial<Pick<DocumentRecord,
   'title' | 'storage_key' | 'doc_type' | 'chunk_count' | 'file_size' | 'embedding_model' | 'last_error' | 'etag' |
-  'source_uri' | 'content_version' | 'duplicate_of' | 'content_type' | 'dedup'>> & {
+  'source_uri' | 'content_version' | 'duplicate_of' | 'content_type' | 'dedup' | 'run_id'>> & {
   pending_op?: PendingOp
   /** New content arrived (a re-upload): doc_created_at becomes now. */
   received?: boolean
@@ -58,7 +60,7 @@ export type DocFields = Partial<Pick<DocumentRecord,
 /** What a pending document waits for, so that recovery can queue it again. */
 export type PendingOp = 'ingest' | 'delete' | 'delete_hard'
 
-const SETTABLE = new Set(['title', 'storage_key', 'doc_type', 'chunk_count', 'file_size', 'embedding_model', 'last_error', 'etag', 'source_uri', 'content_version', 'duplicate_of', 'content_type', 'pending_op', 'dedup'])
+const SETTABLE = new Set(['title', 'storage_key', 'doc_type', 'chunk_count', 'file_size', 'embedding_model', 'last_error', 'etag', 'source_uri', 'content_version', 'duplicate_of', 'content_type', 'pending_op', 'dedup', 'run_id'])
 
 export const newDocId = (): string => randomBytes(8).toString('hex')
 
@@ -205,7 +207,7 @@ export function createDocRepo(db: SqlRunner, opts: DocRepoOptions) {
           continue
         }
         params.push(value)
-        sets.push(`${key} = $${params.length}`)
+        sets.push(`${key} = $${params.length}${key === 'run_id' ? '::uuid' : ''}`)
       }
       const rows = await db.query<DocumentRecord>(
         `UPDATE documents SET ${sets.join(', ')} WHERE doc_id = $1 AND status = ANY($2::text[]) RETURNING ${COLUMNS}`,

@@ -25,6 +25,7 @@ export const DocumentSchema = Type.Object({
   source: Type.String(),
   storage_key: Nullable(Type.String()),
   connector_id: Nullable(Type.String()),
+  run_id: Nullable(Type.String({ description: 'The connector sync run that fetched the current content (last_sync.run_id of GET /api/connectors/{id}/sync/status); null for uploads.' })),
   status: literalUnion(STATUSES, 'Document status'),
   doc_type: Nullable(Type.String()),
   chunk_count: Type.Union([Type.Integer(), Type.Null()]),

@@ -170,7 +170,7 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
     }
     const fields = {
       storage_key: key, file_size: info.size, etag: info.etag, content_version: info.etag, doc_type: docType, content_type: file.mimeType,
-      pending_op: 'ingest' as const, title: titleFromFilename(source),
+      pending_op: 'ingest' as const, title: titleFromFilename(source), run_id: null,
     }
     let doc: DocumentRecord
     const replaced = { key: null as string | null }

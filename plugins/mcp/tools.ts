@@ -88,6 +88,7 @@ const DocumentOutput = z.looseObject({
   source: z.string().optional(),
   storage_key: str,
   connector_id: str,
+  run_id: str,
   doc_type: str,
   chunk_count: int,
   file_size: int,

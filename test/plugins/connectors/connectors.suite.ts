@@ -266,9 +266,11 @@ export function connectorsSuite(label: string, opts: StartOptions): void {
     // A manual sync stays running until what it queued is indexed: at idle, every document is settled.
     assert.equal(st.doc_counts.indexed, 62, JSON.stringify(st.doc_counts))
     assert.equal(st.doc_counts.total, 62)
+    assert.match(st.last_sync.run_id, /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/)
     for (const d of docs) {
       assert.equal(d.source_type, 'web')
       assert.equal(d.connector_id, c.connector_id)
+      assert.equal(d.run_id, st.last_sync.run_id, 'the run that fetched it')
       assert.equal(d.source_uri, d.source)
       assert.equal(d.status, 'indexed')
     }
@@ -292,6 +294,14 @@ export function connectorsSuite(label: string, opts: StartOptions): void {
     // Documents API and KB-wide filters see the connector's documents.
     const kbDocs = await (await svc.request(`/api/kb/${kb}/docs?source_type=web&page_size=1`)).json() as Json
     assert.equal(kbDocs.total, 62)
+    assert.equal(kbDocs.items[0].run_id, st.last_sync.run_id)
+    // An upload has no run.
+    const form = new FormData()
+    form.append('file', new Blob(['# Upload\n\nA document uploaded directly, beside the synced ones.']), 'upload.md')
+    const up = await (await svc.request(`/api/kb/${kb}/docs/upload`, { method: 'POST', body: form })).json() as Json
+    const upStatus = await (await svc.request(`/api/kb/${kb}/docs/${up.doc_id}/status`)).json() as Json
+    assert.ok('run_id' in upStatus)
+    assert.equal(upStatus.run_id, null)
     // The connector's documents come 10 to a page unless asked (the older service's default); a page_size above
     // 100 is clamped, not refused.
     let page = await (await svc.request(`/api/connectors/${c.connector_id}/docs`)).json() as Json
@@ -309,9 +319,10 @@ export function connectorsSuite(label: string, opts: StartOptions): void {
     t.after(() => changing.close())
     const kb = await newKb(svc)
     const c = await createConnector(svc, { kb_id: kb, name: 'site', source_type: 'web', config: webConfig(changing) })
-    await syncAndWait(svc, c.connector_id)
+    const st1 = await syncAndWait(svc, c.connector_id)
     const first = await connectorDocs(svc, c.connector_id)
     const byId = new Map(first.map((d) => [d.source, d]))
+    assert.ok(first.every((d) => d.run_id === st1.last_sync.run_id))
 
     const before2 = changing.requests.length
     const st2 = await syncAndWait(svc, c.connector_id)
@@ -332,6 +343,9 @@ export function connectorsSuite(label: string, opts: StartOptions): void {
     const third = new Map((await connectorDocs(svc, c.connector_id, '&status=indexed')).map((d) => [d.source, d]))
     const a4 = third.get(`${changing.url}/docs/article/4`)
     assert.equal(a4.doc_id, byId.get(`${changing.url}/docs/article/4`).doc_id, 'same source: same doc_id')
+    assert.notEqual(st3.last_sync.run_id, st1.last_sync.run_id)
+    assert.equal(a4.run_id, st3.last_sync.run_id, 'a changed page: the run that fetched its new content')
+    assert.equal(third.get(`${changing.url}/docs/article/6`).run_id, st1.last_sync.run_id, 'an unchanged page keeps the run that fetched it')
     assert.notEqual(a4.content_version, byId.get(`${changing.url}/docs/article/4`).content_version)
     assert.notEqual(third.get(`${changing.url}/docs/article/5`).content_version, byId.get(`${changing.url}/docs/article/5`).content_version)
     const deleted = await connectorDocs(svc, c.connector_id, '&status=deleted')
