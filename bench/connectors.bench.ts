@@ -99,6 +99,8 @@ export async function run(opts: ConnectorsBenchOptions = {}) {
     queue_poll: { poll_interval_sec: 0.05 }, queue_worker: { max_workers: 8 },
     // The generated pages share most of their words: near-duplicate detection would keep many out of the index.
     dedup: { enabled: false },
+    // The generated site and repository answer on loopback, which connectors reach only when it is listed.
+    connectors: { egress: { allow: ['127.0.0.1/32'] } },
   })
   const app = await createApp({ settings, plugins: defaultPlugins(), log: createLogger('SILENT') })
   const sites: WebSite[] = []

@@ -111,6 +111,8 @@ export async function run(opts: MixedLoadBenchOptions = {}) {
         queue_poll: { poll_interval_sec: 0.2 },
         // The generated articles share most of their words: near-duplicate detection would keep many out of the index.
         dedup: { enabled: false },
+        // The generated site answers on loopback, which connectors reach only when it is listed.
+        connectors: { egress: { allow: ['127.0.0.1/32'] } },
       },
     })
     for (const kb of [KB, WEB_KB]) {

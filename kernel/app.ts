@@ -167,6 +167,8 @@ export async function createApp(opts: AppOptions): Promise<App> {
     order.push(p)
   }
   for (const p of opts.plugins) visit(p, [])
+  /** The port the HTTP server listens on, once it does (plugins read it through ctx.listeningPorts). */
+  const listening: number[] = []
 
   try {
     for (const plugin of order) {
@@ -185,6 +187,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
         },
         hooks: { onRequest: (hook) => void hooks.push(hook), onValidated: (hook) => void validatedHooks.push(hook) },
         routes: () => routes,
+        listeningPorts: () => listening,
       }
       const service = await plugin.register(ctx)
       services.set(plugin.name, service)
@@ -355,6 +358,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     use: <T>(name: string) => services.get(name) as T,
     async listen(port = settings.server.port, host = settings.server.host) {
       server = await listenUws(dispatcher, { host, port, log })
+      listening.push(server.port)
       log.info({ host, port: server.port }, 'listening')
       return server.port
     },

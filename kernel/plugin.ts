@@ -126,6 +126,8 @@ export interface PluginContext {
   }
   /** Every route registered so far (the API description reads this). */
   routes(): readonly RouteInfo[]
+  /** The ports the HTTP server listens on: none until app.listen, nor in worker mode (connectors never reach them). */
+  listeningPorts(): readonly number[]
 }
 
 export interface Plugin<S = unknown> {

@@ -186,6 +186,13 @@ export const SettingsSchema = Type.Object({
       default: ['CONNECTOR_*', 'GITHUB_TOKEN', 'CONFLUENCE_*'],
       description: "Environment variables a connector config may name (auth_token_secret, 'env:NAME'): globs, '*' any run, '?' one character. The service's own variables are refused whatever this admits. Every admitted variable can be sent to a host a KB admin chooses.",
     }),
+    egress: section({
+      allow: Type.Array(Type.String({ minLength: 1, maxLength: 300 }), {
+        default: [],
+        description: "Destinations connectors may reach beyond public addresses: CIDRs (10.20.0.0/16), addresses (10.1.2.3, [fd00::1]:8443 with a port), host names (wiki.corp.example, *.corp.example for its subdomains, optionally :port). A host name admits private addresses only; loopback, link-local, cloud metadata, unspecified, multicast and reserved addresses need their address or a CIDR, the service's own port an address with that port (127.0.0.1:8000).",
+      }),
+      private_networks: oneOf(['auto', 'allow', 'refuse'], 'auto', "Private ranges (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7) without listing them: 'auto' allows them in the base edition (no oidc.issuer_url) and refuses them in the access-controlled one."),
+    }, 'Where connector requests may go (web pages, robots.txt, Confluence, GitHub), checked on the address each connection is made to, after name resolution and at every redirect.'),
   }, 'Connectors (Quarry addition).'),
   knowledge_bases: Type.Array(Type.Object({
     id: Type.String({ pattern: '^[a-z0-9][a-z0-9_-]{0,62}$' }),

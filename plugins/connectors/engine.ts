@@ -12,6 +12,7 @@ import type { Logger } from '../../kernel/log.ts'
 import { newDocId, type DocRepo, type DocumentRecord } from '../docs/repo.ts'
 import { INGEST_TOPIC, type DocEvent, type DocsService } from '../docs/service.ts'
 import { isActive, truncateError, type DocStatus } from '../docs/states.ts'
+import type { Egress, EgressResponse } from './egress.ts'
 import type { ConnectorRepo, ConnectorRow, LastSync } from './repo.ts'
 import type { SecretBox } from './secrets.ts'
 import { telemetry } from '../../kernel/telemetry.ts'
@@ -50,21 +51,18 @@ export interface SourceResponse {
 }
 
 /** Reads a body up to `limit` bytes; null when it is longer (the item is skipped, never truncated). */
-async function readCapped(res: Response, limit: number): Promise<Uint8Array | null> {
+async function readCapped(res: EgressResponse, limit: number): Promise<Uint8Array | null> {
   const declared = Number(res.headers.get('content-length'))
   if (Number.isFinite(declared) && declared > limit) {
-    await res.body?.cancel().catch(() => {})
+    res.discard()
     return null
   }
-  if (!res.body) return new Uint8Array(0)
   const parts: Uint8Array[] = []
   let size = 0
-  for await (const part of res.body as unknown as AsyncIterable<Uint8Array>) {
+  for await (const part of res.body as AsyncIterable<Uint8Array>) {
     size += part.byteLength
-    if (size > limit) {
-      await res.body.cancel().catch(() => {})
-      return null
-    }
+    // Leaving the loop destroys the body (and its connection).
+    if (size > limit) return null
     parts.push(part)
   }
   return parts.length === 1 ? parts[0] : Buffer.concat(parts, size)
@@ -104,10 +102,11 @@ export interface SyncContext {
    */
   beforeRequest(): Promise<void>
   /**
-   * One source request after the checkpoint, with the connector's timeout (body included) and the run's
-   * signal. The body is read when wantBody says so (default: 2xx), up to maxBytes (beyond: body null, tooLarge).
+   * One GET after the checkpoint, through the egress policy (egress.ts: a refused destination throws
+   * DestinationRefused), with the connector's timeout (body included) and the run's signal. The body is read
+   * when wantBody says so (default: 2xx), up to maxBytes (beyond: body null, tooLarge).
    */
-  fetch(url: string, init: RequestInit, opts: { maxBytes: number; wantBody?: (status: number, headers: Headers) => boolean }): Promise<SourceResponse>
+  fetch(url: string, init: { headers?: Record<string, string>; redirect?: 'follow' | 'manual' }, opts: { maxBytes: number; wantBody?: (status: number, headers: Headers) => boolean }): Promise<SourceResponse>
   /** The document this connector holds for a source, from the run's start. */
   known(source: string): KnownDoc | undefined
   /** The source still lists this: pruning keeps it (also for sources skipped as unchanged or failed). */
@@ -191,6 +190,8 @@ export interface EngineDeps {
   docs: DocsService
   repo: ConnectorRepo
   secrets: SecretBox
+  /** The only way a source reaches the network: the egress policy's HTTP client. */
+  egress: Egress
   sources: Record<string, Source>
   /** How often a run refreshes its heartbeat while a request is in flight; keep it well below the stale limit. */
   heartbeatMs: number
@@ -331,12 +332,14 @@ export function createEngine(deps: EngineDeps) {
         controller.signal.addEventListener('abort', stop, { once: true })
         const timer = setTimeout(() => request.abort(new DOMException(`no answer within ${timeoutMs / 1000} s (request_timeout_sec)`, 'TimeoutError')), timeoutMs)
         try {
-          const res = await fetch(url, { ...init, signal: request.signal })
+          const res = await deps.egress.get(url, { ...init, signal: request.signal })
           const want = opts.wantBody ? opts.wantBody(res.status, res.headers) : res.ok
-          const body = want ? await readCapped(res, opts.maxBytes) : (await res.body?.cancel().catch(() => {}), null)
+          const body = want ? await readCapped(res, opts.maxBytes) : (res.discard(), null)
           return { status: res.status, ok: res.ok, headers: res.headers, body, tooLarge: want && body === null }
         } catch (err) {
           if (controller.signal.aborted) throw await stopReason()
+          // The timeout's own text (no answer within N s), whichever stream noticed the abort first.
+          if (request.signal.aborted) throw request.signal.reason
           throw err
         } finally {
           clearTimeout(timer)

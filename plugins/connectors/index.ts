@@ -4,6 +4,7 @@ import { definePlugin, type Plugin } from '../../kernel/plugin.ts'
 import type { AuthzService } from '../authz/types.ts'
 import type { DocsPlugin } from '../docs/index.ts'
 import type { KbService } from '../kb/service.ts'
+import type { Resolve } from './egress.ts'
 import { registerConnectorRoutes } from './routes.ts'
 import { readEnv } from './secrets.ts'
 import { createConnectorsService, type ConnectorsService } from './service.ts'
@@ -18,6 +19,8 @@ export interface ConnectorsPluginOptions {
   staleMs?: number
   /** How often changes to schedules made by other processes are picked up (default 15 s). */
   scheduleRefreshMs?: number
+  /** Host name resolution of the egress policy (default: the system's, dns.lookup); tests pass one they control. */
+  resolve?: Resolve
 }
 
 export function createConnectorsPlugin(options: ConnectorsPluginOptions = {}): Plugin<ConnectorsService> {
@@ -35,6 +38,7 @@ export function createConnectorsPlugin(options: ConnectorsPluginOptions = {}): P
         sources: { web: createWebSource, confluence: createConfluenceSource, github: createGithubSource },
         consume: ctx.mode === 'worker' || settings.queue_worker.enabled,
         secretKey: readEnv('CONNECTOR_SECRET_KEY'),
+        listeningPorts: ctx.listeningPorts,
         ...options,
       })
       registerConnectorRoutes(ctx, service, authz)

@@ -6,13 +6,14 @@ import { randomUUID } from 'node:crypto'
 import type { TSchema } from '@sinclair/typebox'
 import type { Adapters, SqlRunner } from '../../adapters/ports.ts'
 import type { Settings } from '../../kernel/config/schema.ts'
-import { AppError, clip, conflict, invalid, notFound, serviceUnavailable, ValidationError } from '../../kernel/errors.ts'
+import { AppError, clip, conflict, invalid, notFound, serviceUnavailable, ValidationError, type ValidationIssue } from '../../kernel/errors.ts'
 import type { Logger } from '../../kernel/log.ts'
 import { compile, type CompiledSchema } from '../../kernel/validate.ts'
 import { emptyCounts, type DocCounts, type ListFilter } from '../docs/repo.ts'
 import { publicRecord, type DocsService } from '../docs/service.ts'
 import type { DocStatus } from '../docs/states.ts'
 import { kbNotFound, type KbService } from '../kb/service.ts'
+import { createEgress, type Resolve } from './egress.ts'
 import { ABORTED, createEngine, type Source } from './engine.ts'
 import { createConnectorRepo, type ConnectorRow, type LastSync } from './repo.ts'
 import { checkCron, createScheduler } from './schedule.ts'
@@ -44,6 +45,10 @@ export interface ConnectorsOptions {
   /** A claimed sync whose heartbeat is older than this belongs to a dead process. */
   staleMs?: number
   scheduleRefreshMs?: number
+  /** The ports the service listens on now: connectors may not reach them on a local address. */
+  listeningPorts?: () => readonly number[]
+  /** Host name resolution of the egress policy (default: the system's); tests pass a resolver they control. */
+  resolve?: Resolve
 }
 
 export const connectorNotFound = (id: string) => notFound(`Connector not found: ${clip(id)}`, 'CONNECTOR_NOT_FOUND')
@@ -123,6 +128,12 @@ function sealSecrets(box: SecretBox, type: SourceType, config: Record<string, an
   }
 }
 
+/** The fields of a config that name where its requests go. */
+function destinations(type: SourceType, config: Record<string, any>): [(string | number)[], string][] {
+  if (type === 'web') return (config.seed_urls as string[]).map((u, i) => [['body', 'config', 'seed_urls', i], u])
+  return type === 'confluence' ? [[['body', 'config', 'base_url'], config.base_url]] : [[['body', 'config', 'api_url'], config.api_url]]
+}
+
 function checkedCron(expr: string | null | undefined): string | null | undefined {
   if (expr === undefined || expr === null) return expr
   const trimmed = expr.trim().replace(/\s+/g, ' ')
@@ -143,8 +154,44 @@ export function createConnectorsService(opts: ConnectorsOptions) {
   const owner = `${process.pid}-${randomUUID().slice(0, 8)}`
   const sources = Object.fromEntries(Object.entries(opts.sources).map(([k, make]) => [k, make(adapters.sql)])) as Record<SourceType, Source>
 
+  const { allow, private_networks: privateNetworks } = settings.connectors.egress
+  const egress = createEgress({
+    allow,
+    // 'auto': the base edition (no oidc.issuer_url; every caller may do anything) reaches private ranges, as the
+    // older service did for internal wikis; the access-controlled edition, where any KB owner adds connectors, not.
+    privateNetworks: privateNetworks === 'allow' || (privateNetworks === 'auto' && !settings.oidc.issuer_url),
+    ownPorts: () => [settings.server.port, ...(opts.listeningPorts?.() ?? [])],
+    resolve: opts.resolve,
+  })
+
+  /**
+   * 422 for each configured destination the egress policy refuses now: a literal address, or a name that
+   * resolves (one that does not is left to the sync). Each origin is looked up once.
+   */
+  async function checkDestinations(type: SourceType, config: Record<string, any>): Promise<void> {
+    const byOrigin = new Map<string, ReturnType<typeof egress.check>>()
+    const found = await Promise.all(destinations(type, config).map(async ([loc, url]) => {
+      let origin = url
+      try {
+        origin = new URL(url).origin
+      } catch { /* checked as given */ }
+      let refused = byOrigin.get(origin)
+      if (!refused) byOrigin.set(origin, (refused = egress.check(url)))
+      return { loc, refused: await refused }
+    }))
+    const issues: ValidationIssue[] = []
+    for (const { loc, refused } of found) {
+      if (!refused) continue
+      const how = refused.addressClass === 'private' ? 'connectors.egress.allow (a CIDR or the host name) or connectors.egress.private_networks: allow'
+        : refused.addressClass === 'own listener' ? 'connectors.egress.allow (the address with this port, such as 127.0.0.1:8000)'
+          : 'connectors.egress.allow (the address or a CIDR holding it)'
+      issues.push({ loc, msg: `${refused.message}; an operator allows it in the settings with ${how}`, type: 'destination_not_allowed' })
+    }
+    if (issues.length > 0) throw new ValidationError(issues)
+  }
+
   const engine = createEngine({
-    adapters, settings, log, docs, repo, secrets, sources, heartbeatMs: Math.min(10_000, staleMs / 4),
+    adapters, settings, log, docs, repo, secrets, egress, sources, heartbeatMs: Math.min(10_000, staleMs / 4),
     async configOf(c) {
       if (c.source_type !== 'web') return c.config
       const kb = await kbs.effectiveSettings(c.kb_id)
@@ -341,6 +388,7 @@ export function createConnectorsService(opts: ConnectorsOptions) {
       await engine.close()
       await loop
       await Promise.allSettled([...runs, ...background])
+      egress.close()
     },
 
     async create(body: { kb_id: string; name: string; source_type: SourceType; config: Record<string, unknown>; sync_schedule?: string | null; schedule_enabled?: boolean }) {
@@ -348,6 +396,7 @@ export function createConnectorsService(opts: ConnectorsOptions) {
       const cron = checkedCron(body.sync_schedule) ?? null
       if (!(await kbs.exists(body.kb_id))) throw kbNotFound(body.kb_id)
       sealSecrets(secrets, body.source_type, config, null)
+      await checkDestinations(body.source_type, config)
       const c = await repo.insert({
         kb_id: body.kb_id, name: body.name, source_type: body.source_type, config, source_key: sourceKey(body.source_type, config),
         sync_schedule: cron, schedule_enabled: body.schedule_enabled ?? false,
@@ -369,6 +418,7 @@ export function createConnectorsService(opts: ConnectorsOptions) {
       if (body.config !== undefined) {
         const config = parseConfig(current.source_type, body.config)
         sealSecrets(secrets, current.source_type, config, current.config)
+        await checkDestinations(current.source_type, config)
         fields.config = config
         fields.source_key = sourceKey(current.source_type, config)
       }

@@ -85,7 +85,8 @@ const hex = (n: number) => randomBytes(n).toString('hex')
 
 /**
  * Starts oidc-provider and the service (queue worker off: documents stay where a test puts them). Settings: every
- * user may create KBs, no KB or document cap, so that fixtures never trip a limit they do not test.
+ * user may create KBs, no KB or document cap, 127.0.0.1 a connector destination (unless settings.connectors says
+ * otherwise), so that fixtures never trip a limit they do not test.
  */
 export async function startAuthzFixture(t: { after(fn: () => unknown): void }, opts: AuthzFixtureOptions = {}): Promise<AuthzFixture> {
   const oidc = await startOidc({ clients: [] })
@@ -98,6 +99,8 @@ export async function startAuthzFixture(t: { after(fn: () => unknown): void }, o
       oidc: { issuer_url: oidc.issuer, audience: oidc.audience, ...settings.oidc },
       authz: { kb_creator_roles: ['*'], max_kb_count: 0, max_docs_count: 0, super_admin_role: SUPER_ADMIN_GROUP, ...settings.authz },
       queue_worker: { enabled: false, ...settings.queue_worker },
+      // The fixture's connectors point at a closed loopback port, which the egress policy refuses unless listed.
+      connectors: settings.connectors ?? { egress: { allow: ['127.0.0.1/32'] } },
     },
   })
   const sql = svc.app.adapters.sql

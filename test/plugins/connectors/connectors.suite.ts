@@ -10,8 +10,13 @@ import type { ConnectorsService } from '../../../plugins/connectors/service.ts'
 
 type Json = any
 
-/** Settings for connector tests: fast polling, dedup off (the generated pages are alike on purpose). */
-export const CONNECTOR_TEST_SETTINGS = { queue_poll: { poll_interval_sec: 0.05, retry_interval_sec: 0.2 }, dedup: { enabled: false } }
+/**
+ * Settings for connector tests: fast polling, dedup off (the generated pages are alike on purpose), and the test
+ * servers' loopback address allowed as a destination (the egress policy refuses loopback unless listed).
+ */
+export const CONNECTOR_TEST_SETTINGS = {
+  queue_poll: { poll_interval_sec: 0.05, retry_interval_sec: 0.2 }, dedup: { enabled: false }, connectors: { egress: { allow: ['127.0.0.1/32'] } },
+}
 
 export async function newKb(svc: StartedApp): Promise<string> {
   const kb = uniqueId()

@@ -175,7 +175,7 @@ export function hardeningSuite(label: string, opts: StartOptions & { pgLocks?: b
     }
 
     // An operator's own list: a glob that would admit a service variable still does not.
-    const custom = await startApp(t, { ...opts, settings: { ...CONNECTOR_TEST_SETTINGS, ...opts.settings, connectors: { secret_env_names: ['ACME_?_TOKEN', 'POSTGRES_*'] } } })
+    const custom = await startApp(t, { ...opts, settings: { ...CONNECTOR_TEST_SETTINGS, ...opts.settings, connectors: { ...CONNECTOR_TEST_SETTINGS.connectors, secret_env_names: ['ACME_?_TOKEN', 'POSTGRES_*'] } } })
     const customKb = uniqueId()
     assert.equal((await custom.request('/api/kb', { method: 'POST', json: { kb_id: customKb } })).status, 201)
     const admitted: string[] = []
