@@ -34,6 +34,17 @@ function evenSample(n: number, k: number): Int32Array {
   return Int32Array.from({ length: k }, (_, i) => Math.floor(((i + 0.5) * n) / k))
 }
 
+/**
+ * The chunks chunkPairs compares of n new and m candidate chunks: the candidate's all while the new side can keep
+ * MIN_SAMPLE, past that both sampled evenly. A caller on the main thread packs only these (a 5 MB document's 7,351
+ * chunks are 30 MB of vectors; 142 of them are compared) and passes the counts for the size ratio.
+ */
+export function samplePairs(n: number, m: number, maxPairs = MAX_PAIRS): { rows: Int32Array; cols: Int32Array } {
+  const cols = evenSample(m, Math.max(MIN_SAMPLE, Math.floor(maxPairs / MIN_SAMPLE)))
+  const rows = evenSample(n, Math.max(MIN_SAMPLE, Math.floor(maxPairs / Math.max(1, cols.length))))
+  return { rows, cols }
+}
+
 function norms(flat: Float32Array, dims: number, rows: Int32Array): Float64Array {
   const out = new Float64Array(rows.length)
   for (let r = 0; r < rows.length; r++) {
@@ -55,13 +66,15 @@ function norms(flat: Float32Array, dims: number, rows: Int32Array): Float64Array
  * from 0 (shared vocabulary with hashed lexical features, shared topic with a neural model): a mean of raw
  * cosines rose with that background.
  */
-export function chunkPairs(fresh: Float32Array, other: Float32Array, dims: number, matchThreshold: number, maxPairs = MAX_PAIRS): ChunkPairs {
-  const n = dims > 0 ? Math.floor(fresh.length / dims) : 0
-  const m = dims > 0 ? Math.floor(other.length / dims) : 0
-  if (n === 0 || m === 0) return { score: 0, top: 0, compared: [0, 0] }
-  // the candidate's chunks are all kept while the new side can keep MIN_SAMPLE; past that both are sampled
-  const cols = evenSample(m, Math.max(MIN_SAMPLE, Math.floor(maxPairs / MIN_SAMPLE)))
-  const rows = evenSample(n, Math.max(MIN_SAMPLE, Math.floor(maxPairs / cols.length)))
+export function chunkPairs(fresh: Float32Array, other: Float32Array, dims: number, matchThreshold: number, maxPairs = MAX_PAIRS,
+  counts?: { fresh: number; other: number }): ChunkPairs {
+  const rowsGiven = dims > 0 ? Math.floor(fresh.length / dims) : 0
+  const colsGiven = dims > 0 ? Math.floor(other.length / dims) : 0
+  if (rowsGiven === 0 || colsGiven === 0) return { score: 0, top: 0, compared: [0, 0] }
+  // the documents' own chunk counts (the rows given may be a sample the caller took: samplePairs)
+  const n = counts?.fresh ?? rowsGiven
+  const m = counts?.other ?? colsGiven
+  const { rows, cols } = samplePairs(rowsGiven, colsGiven, maxPairs)
   const nr = rows.length
   const mc = cols.length
   const rn = norms(fresh, dims, rows)
@@ -108,10 +121,26 @@ export function chunkPairs(fresh: Float32Array, other: Float32Array, dims: numbe
   return { score: (score / nr) * (Math.min(n, m) / Math.max(n, m)), top, compared: [nr, mc] }
 }
 
-/** Rows of one length, packed back to back. */
-export function packRows(rows: readonly Float32Array[]): { flat: Float32Array; dims: number } {
+/**
+ * Rows of one length, packed back to back. With `share`, rows that already lie back to back in one buffer (views
+ * of one matrix, as the embedded store's docVectors gives them) are answered as a view of it, without a copy.
+ */
+export function packRows(rows: readonly Float32Array[], share = false): { flat: Float32Array; dims: number } {
   const dims = rows[0]?.length ?? 0
+  if (share && rows.length > 0) {
+    const first = rows[0]
+    let consecutive = true
+    for (let i = 1; i < rows.length && consecutive; i++) {
+      consecutive = rows[i].buffer === first.buffer && rows[i].length === dims && rows[i].byteOffset === first.byteOffset + i * dims * 4
+    }
+    if (consecutive) return { flat: new Float32Array(first.buffer, first.byteOffset, rows.length * dims), dims }
+  }
   const flat = new Float32Array(rows.length * dims)
   rows.forEach((r, i) => flat.set(r.length === dims ? r : r.subarray(0, dims), i * dims))
   return { flat, dims }
+}
+
+/** The rows at `at`, packed (a sample taken on the main thread: only these are copied). */
+export function packPicked(rows: readonly Float32Array[], at: Int32Array): { flat: Float32Array; dims: number } {
+  return packRows(at.length === rows.length ? rows : Array.from(at, (i) => rows[i]))
 }

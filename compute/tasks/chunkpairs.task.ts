@@ -11,11 +11,13 @@ export interface ChunkPairsRequest {
   dims: number
   matchThreshold: number
   maxPairs?: number
+  /** The documents' chunk counts when `fresh` / `other` are a sample of their chunks (samplePairs). */
+  counts?: { fresh: number; other: number }
 }
 
 export default async function chunkpairs(req: ChunkPairsRequest): Promise<TaskResult<ChunkPairs>> {
   if (!(req.dims > 0) || req.fresh.length % req.dims !== 0 || req.other.length % req.dims !== 0) {
     return { ok: false, code: 'DEDUP_VECTORS_INVALID', message: `chunk vectors are not rows of ${req.dims} dimensions` }
   }
-  return { ok: true, value: chunkPairs(req.fresh, req.other, req.dims, req.matchThreshold, req.maxPairs) }
+  return { ok: true, value: chunkPairs(req.fresh, req.other, req.dims, req.matchThreshold, req.maxPairs, req.counts) }
 }

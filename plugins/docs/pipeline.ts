@@ -9,7 +9,7 @@ import { unpackSparse } from '../../compute/text/sparse.ts'
 import type { Chunk, DocType } from '../../compute/types.ts'
 import type { Settings } from '../../kernel/config/schema.ts'
 import type { Logger } from '../../kernel/log.ts'
-import { packRows } from '../../compute/dedup/chunks.ts'
+import { packPicked, packRows, samplePairs } from '../../compute/dedup/chunks.ts'
 import { compare, dedupRecords, dropSignatures, finishIndexed, rankByIdentity, relate, relationSideOf, relationSides, SignatureIndex, titleChanged, type DedupRecord, type FinalVerdict, type PairScorer } from './dedup.ts'
 import { effectiveKbSettings } from '../../kernel/config/kb-settings.ts'
 import { docTypeOf } from './formats.ts'
@@ -189,10 +189,17 @@ export function createProcessor(deps: {
 
       // dedup stage 3: the chunk comparison runs in the compute pool, bounded in pairs (compute/dedup/chunks.ts)
       if (early.verdict === 'compare') {
+        // Only the chunks that will be compared are copied here (a sample of the new document's past 2^20 pairs), and
+        // the candidate's rows as the store read them (one matrix in the embedded store): the main thread does no
+        // more than what the worker needs moved to it.
         const pairs: PairScorer = async (fresh, other, matchThreshold) => {
-          const a = packRows(fresh)
-          const b = packRows(other)
-          return pool.run('chunkpairs', { fresh: a.flat, other: b.flat, dims: a.dims || b.dims, matchThreshold }, { transfer: [a.flat, b.flat], signal })
+          const { rows, cols } = samplePairs(fresh.length, other.length)
+          const a = packPicked(fresh, rows)
+          const b = cols.length === other.length ? packRows(other, true) : packPicked(other, cols)
+          const moved = b.flat.byteLength === b.flat.buffer.byteLength ? [a.flat, b.flat] : [a.flat]
+          return pool.run('chunkpairs', {
+            fresh: a.flat, other: b.flat, dims: a.dims || b.dims, matchThreshold, maxPairs: Infinity, counts: { fresh: fresh.length, other: other.length },
+          }, { transfer: moved, signal })
         }
         verdict = await timed('dedup', async () => {
           const candidates = await rankByIdentity(early.candidates, signatures?.identity ?? null, (ids) => relationSides(sql, ids))

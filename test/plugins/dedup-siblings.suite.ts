@@ -5,6 +5,8 @@
 import { it } from 'node:test'
 import assert from 'node:assert/strict'
 import { createServer } from 'node:http'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { templateFamilies, type TemplatedDoc } from '../../bench/lib/templates.ts'
 import { startApp, type StartOptions, type StartedApp } from '../helpers/app.ts'
 import { listenLoopback } from '../helpers/web-site.ts'
@@ -92,6 +94,12 @@ export function dedupSiblingsSuite(label: string, opts: StartOptions): void {
     assert.equal(copied.dedup.verdict, 'identical')
     assert.equal(copied.dedup.matched_doc_id, orig)
     assert.match(copied.dedup.reason, /not indexed/)
+    // MCP clients read the same verdict
+    const client = new Client({ name: 'quarry-test', version: '0.0.0' })
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${svc.url}/mcp`)))
+    t.after(() => client.close())
+    const viaMcp = (await client.callTool({ name: 'get_document_status', arguments: { kb_id: kb, doc_id: copy } })) as { structuredContent?: Json }
+    assert.deepEqual(viaMcp.structuredContent?.dedup, copied.dedup)
 
     // a revision: the same title, a passage replaced; the older is superseded, and says by what
     const body = domainText(51, 6_000)
