@@ -63,13 +63,3 @@ function fsyncPath(path: string, flags: number): Promise<void> {
     })
   })
 }
-
-/** Whether a process holding a lock file is still alive (EPERM: alive, owned by someone else). */
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM'
-  }
-}

@@ -5,6 +5,7 @@ import type { Logger } from '../kernel/log.ts'
 import type { Adapters, Embedder, ObjectStore, Queue, SearchCache, SharedSecrets, Sql, VectorStore } from './ports.ts'
 import { migrate } from './metadata/migrate.ts'
 import { withIndexVersions } from './cache/versioned-vectors.ts'
+import { describeHolder, lockFolder, type FolderLock } from './lock.ts'
 
 export type { Adapters }
 
@@ -101,8 +102,41 @@ export async function createEmbedderFromSettings(s: Settings): Promise<Embedder>
   )
 }
 
-/** Opens every port; on failure closes what was opened and rethrows. Migrations run on the metadata store. */
+/** Whether any driver chosen keeps its data under data_dir (PGlite, local files, the queue journal, vectors, secrets). */
+export function usesDataDir(s: Settings): boolean {
+  const d = chooseDrivers(s)
+  return d.metadata === 'pglite' || d.objects === 'local' || d.queue === 'embedded' || d.vectors === 'embedded'
+}
+
+/** The data folder's lock file: held by the one process whose embedded engines use the folder. */
+export const DATA_LOCK_FILE = '.lock'
+
+/**
+ * Takes data_dir's lock (adapters/lock.ts: flock, released by the kernel however the process ends), before any
+ * embedded engine opens: one process owns PGlite, the queue journal, the vector files and the objects at a time.
+ * A second process refuses to start, in another PID namespace or container on the same host too.
+ */
+export function lockDataDir(s: Settings): Promise<FolderLock> {
+  return lockFolder(dataPath(s), {
+    file: DATA_LOCK_FILE,
+    refusal: (dir, path, holder) =>
+      `Data folder ${dir} is in use by another Quarry process (${describeHolder(holder)}; a process in another PID namespace or container ` +
+      `shows another pid). The embedded engines (PGlite, queue, vectors, local files) serve one process at a time: stop that process ` +
+      `before starting this one, or run several processes on PostgreSQL, Redis, S3 and Qdrant. The operating system holds the lock (${path}), ` +
+      `so a process that died released it: there is nothing to remove by hand.`,
+  })
+}
+
+/** data_dir's lock of each set of adapters that took one; closeAdapters releases it last. */
+const dataLocks = new WeakMap<Adapters, FolderLock>()
+
+/**
+ * Opens every port; on failure closes what was opened and rethrows. Migrations run on the metadata store. With an
+ * embedded engine among the drivers, data_dir's lock is taken first (lockDataDir).
+ */
 export async function createAdapters(s: Settings, log?: Logger): Promise<Adapters> {
+  const lock = usesDataDir(s) ? await lockDataDir(s) : null
+  if (lock && !lock.held) log?.warn({ data_dir: dataPath(s) }, 'no flock on this platform: the data folder is not locked against a second process')
   const opened: { close(): Promise<void> }[] = []
   const open = async <T extends { close(): Promise<void> }>(what: string, make: () => Promise<T>): Promise<T> => {
     const started = performance.now()
@@ -124,9 +158,12 @@ export async function createAdapters(s: Settings, log?: Logger): Promise<Adapter
     ])
     const secrets = await open('secrets', () => createSecrets(s))
     // Chosen here, for every process (API, worker, stdio MCP): no write path can skip the version bump.
-    return { sql, objects, queue, vectors: withIndexVersions(vectors, searchCache), embedder, searchCache, secrets }
+    const adapters: Adapters = { sql, objects, queue, vectors: withIndexVersions(vectors, searchCache), embedder, searchCache, secrets }
+    if (lock) dataLocks.set(adapters, lock)
+    return adapters
   } catch (err) {
     for (const a of opened.reverse()) await a.close().catch(() => {})
+    lock?.release()
     throw err
   }
 }
@@ -140,4 +177,6 @@ export async function closeAdapters(a: Adapters, log?: Logger): Promise<void> {
       log?.warn({ err, port: name }, 'adapter close failed')
     }
   }
+  dataLocks.get(a)?.release()
+  dataLocks.delete(a)
 }

@@ -165,6 +165,11 @@ export interface VectorStore {
   search(kbId: string, query: VectorQuery): Promise<{ dense: VectorHit[]; sparse: VectorHit[] }>
   /** Dense vectors of one document's chunks, in chunk order (dedup stage 3). */
   docVectors(kbId: string, docId: string): Promise<Float32Array[]>
+  /**
+   * How many points each document has in the KB's collection, keyed by doc_id (documents with none are absent); an
+   * absent collection answers an empty map. Start-up reconciliation and `quarry check` compare it with the metadata.
+   */
+  docChunkCounts(kbId: string): Promise<Map<string, number>>
   count(kbId: string): Promise<number>
   ping(): Promise<boolean>
   close(): Promise<void>

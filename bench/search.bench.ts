@@ -36,7 +36,7 @@ import type { SearchService } from '../plugins/search/service.ts'
 import { inKbFusionK, storeLimit } from '../plugins/search/fusion.ts'
 import { gateCache } from './search/cache-gate.ts'
 import { machine, median, percentile, round } from './lib/machine.ts'
-import { buildSearchData, readSearchData, type SearchData } from './search/build-data.ts'
+import { buildSearchData, readSearchData, registerSearchDocuments, type SearchData } from './search/build-data.ts'
 import type { LoadResult, LoadRun } from './search/load-client.ts'
 import { profileWhile, summarizeProfile, type ProfileSummary } from './search/profile.ts'
 import { authzOverhead, printAuthz } from './search/authz.ts'
@@ -255,6 +255,7 @@ export async function run(opts: SearchBenchOptions) {
     process.stderr.write('search bench: starting the service\n')
     const log = createLogger('ERROR')
     adapters = await createAdapters(settings, log)
+    await registerSearchDocuments(adapters, data)
     const cache = gateCache(adapters.searchCache)
     adapters.searchCache = cache
     app = await createApp({ settings, plugins: defaultPlugins(), log, adapters })

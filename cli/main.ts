@@ -1,5 +1,6 @@
 // `quarry`: the command line for a running Quarry service (bin/quarry.mjs starts it under tsx).
 import { parseArgs, type ParseArgsConfig } from 'node:util'
+import { checkLocal, checkRemote, printReport } from './check.ts'
 import { ApiError, createClient, type Client } from './client.ts'
 import { docsRestore, kbCreate, kbDelete, kbList, search, status } from './commands.ts'
 import { ingest } from './ingest.ts'
@@ -17,12 +18,13 @@ Commands:
   search "<query>" --kb <id> [--kb <id>]... [--top-k <n>] [--mode hybrid|similarity]
   status --kb <id>                                 document counts of a knowledge base, and why each outdated one is
   docs restore <doc_id> --kb <id>                  index an outdated document again; the pair is never judged again
+  check [--repair]                                 does search agree with every document status? (after a crash)
 
 Every command:
   --url <url>              the service (default: $QUARRY_URL, else http://localhost:8000)
   --header 'Name: value'   a request header, repeatable (e.g. 'Authorization: Bearer <token>')
   --retries <n>            retries of 429, 502, 503 and connection failures, with back-off (default 5)
-  --json                   print the service's JSON answer (kb, search, status)
+  --json                   print the service's JSON answer (kb, search, status, check)
   -h, --help               this text
 
 ingest:
@@ -34,6 +36,17 @@ ingest:
   Files whose content the KB already holds (same etag) are skipped. Interrupted (Ctrl-C, a crash), the same
   command resumes where it stopped. Two files of one name cannot both be ingested: the service names
   documents by file name.
+
+check:
+  --repair                 mend what disagrees: vectors of documents that are not indexed (outdated, deleted,
+                           failed) are deleted; indexed documents whose vectors are incomplete are queued again
+  --local                  open the data of the settings here instead of asking the service at --url (a stopped
+                           service; with the embedded engines it takes the data folder's lock, so it refuses while
+                           a service runs on that folder: ask that service instead)
+  --config <file>          the settings of --local (default: $SETTINGS_PATH, ./settings.yaml, /app/settings.yaml)
+
+  Without --local the service at --url checks itself (POST /api/admin/check, super-admin). The service runs the
+  same repair at every start. Exit status 1 when something disagrees and --repair was not given.
 
 Exit status: 0 done, 1 a file or request failed, 64 usage error, 130 interrupted (run again to resume).
 `
@@ -54,6 +67,7 @@ const OPTIONS = {
   search: { ...COMMON, kb: { type: 'string', multiple: true }, 'top-k': { type: 'string' }, mode: { type: 'string' } },
   status: { ...COMMON, kb: { type: 'string' } },
   docs: { ...COMMON, kb: { type: 'string' } },
+  check: { ...COMMON, repair: { type: 'boolean' }, local: { type: 'boolean' }, config: { type: 'string' } },
 } as const satisfies Record<string, ParseArgsConfig['options']>
 
 type Command = keyof typeof OPTIONS
@@ -96,6 +110,11 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv = pro
     if (values.help) {
       process.stdout.write(USAGE)
       return 0
+    }
+    if (command === 'check' && (values.local || values.config !== undefined)) {
+      if (positionals.length > 0) throw new UsageError('expected no argument (options only)')
+      const config = values.config as string | undefined
+      return printReport(await checkLocal(config === undefined ? [] : ['--config', config], Boolean(values.repair)), Boolean(values.json), process.stdout)
     }
     const url = (values.url as string | undefined) ?? env.QUARRY_URL ?? 'http://localhost:8000'
     const client = createClient({
@@ -170,6 +189,11 @@ async function run(command: Command, client: Client, values: Record<string, unkn
       only(2, "'docs restore <doc_id>'")
       await docsRestore(client, required(values.kb as string | undefined, '--kb'), id, json, out)
       return 0
+    }
+    case 'check': {
+      // --local and --config run before a client is made (main).
+      only(0, 'no argument (options only)')
+      return printReport(await checkRemote(client, Boolean(values.repair)), json, out)
     }
   }
 }

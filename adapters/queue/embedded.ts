@@ -11,7 +11,8 @@ import { constants, promises as fs } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import { serviceUnavailable } from '../../kernel/errors.ts'
-import { fsyncDir, isAlive } from '../durable.ts'
+import { fsyncDir } from '../durable.ts'
+import { describeHolder, lockFolder, type FolderLock } from '../lock.ts'
 import type { Queue, QueueDepth, QueueMessage } from '../ports.ts'
 import { checkEnqueue, checkReserve, checkTopic, checkDelay } from './checks.ts'
 
@@ -72,8 +73,8 @@ const DEFAULT_COMPACT_MIN_RECORDS = 10_000
 /** Timers beyond this are clamped (setTimeout's limit); the timer re-arms when it fires. */
 const MAX_TIMER_MS = 2 ** 31 - 1
 
-/** Folders opened by this process: a second open of the same folder would corrupt the journal. */
-const openDirs = new Set<string>()
+/** Folders opened by this process, with their locks: a second open of the same folder would corrupt the journal. */
+const openDirs = new Map<string, FolderLock | null>()
 
 export async function createEmbeddedQueue(options: EmbeddedQueueOptions): Promise<Queue> {
   if (!options?.dir) throw new Error('createEmbeddedQueue: dir is required')
@@ -646,29 +647,23 @@ class Heap {
 }
 
 
+/** The journal's own lock (adapters/lock.ts, held by the OS), besides data_dir's: a queue opened on its own is guarded too. */
 async function acquireLock(dir: string): Promise<void> {
   if (openDirs.has(dir)) throw new Error(`Embedded queue at ${dir} is already open in this process`)
-  const path = join(dir, LOCK)
-  for (let attempt = 0; attempt < 2; attempt++) {
-    try {
-      await fs.writeFile(path, String(process.pid), { flag: 'wx' })
-      openDirs.add(dir)
-      return
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err
-    }
-    const pid = Number((await fs.readFile(path, 'utf8').catch(() => '')).trim())
-    if (pid > 0 && pid !== process.pid && isAlive(pid)) {
-      throw new Error(`Embedded queue at ${dir} is in use by process ${pid} (the embedded queue serves one process; use Redis to share a queue, or remove ${path} if that process is gone)`)
-    }
-    // The lock of a process that is gone.
-    await fs.rm(path, { force: true })
+  openDirs.set(dir, null)
+  try {
+    openDirs.set(dir, await lockFolder(dir, {
+      file: LOCK,
+      refusal: (folder, _path, holder) =>
+        `Embedded queue at ${folder} is in use by another process (${describeHolder(holder)}): the embedded queue serves one process; use Redis to share a queue`,
+    }))
+  } catch (err) {
+    openDirs.delete(dir)
+    throw err
   }
-  throw new Error(`Embedded queue at ${dir}: could not take the lock ${path}`)
 }
 
 async function releaseLock(dir: string): Promise<void> {
-  if (!openDirs.delete(dir)) return
-  await fs.rm(join(dir, LOCK), { force: true })
+  openDirs.get(dir)?.release()
+  openDirs.delete(dir)
 }
-

@@ -196,6 +196,13 @@ export class Collection {
     return [...rows].sort((a, b) => index[a] - index[b]).map((row) => this.dense.vector(row))
   }
 
+  /** Live points per document (the writes applied so far). */
+  docChunkCounts(): Map<string, number> {
+    const counts = new Map<string, number>()
+    for (const [docId, rows] of this.docRows) if (rows.size > 0) counts.set(docId, rows.size)
+    return counts
+  }
+
   whenIndexed(): Promise<void> {
     return this.dense.whenIndexed()
   }

@@ -1,7 +1,7 @@
 // The embedded vector store: one collection per KB under <dir>/<kb_id>/ (collection.ts), dense search by
 // usearch HNSW with exact rescoring, sparse search by an IDF-weighted inverted index that scores like
 // Qdrant's `modifier: idf`. Writes are durable when they resolve (write-ahead log, group commit);
-// snapshots keep restarts short. One process owns the folder at a time (<dir>/LOCK).
+// snapshots keep restarts short. One process owns the folder at a time (<dir>/LOCK, held by the OS: adapters/lock.ts).
 import { promises as fs } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { AppError, serviceUnavailable } from '../../kernel/errors.ts'
@@ -9,7 +9,7 @@ import type { VectorHit, VectorPoint, VectorQuery, VectorStore } from '../ports.
 import { Collection, type CollectionOptions } from './collection.ts'
 import { defaultQuantization, SEGMENT_ROWS, type Quantization, type Usearch } from './dense-index.ts'
 import { checkKbId, dimensionMismatch } from './errors.ts'
-import { acquireDirLock } from './files.ts'
+import { describeHolder, FolderLockedError, lockFolder } from '../lock.ts'
 
 export interface EmbeddedVectorStoreOptions {
   /** Root folder; one sub-folder per KB. Created when missing. */
@@ -161,19 +161,25 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
   const snapshotOnClose = options.snapshotOnClose ?? true
 
   if (openDirs.has(dir)) throw new AppError('VECTOR_STORE_LOCKED', 500, `Vector folder ${dir} is already open in this process`)
-  await fs.mkdir(dir, { recursive: true })
-  const lock = await acquireDirLock(dir)
-  if ('heldBy' in lock) {
-    throw new AppError('VECTOR_STORE_LOCKED', 500, `Vector folder ${dir} is in use by process ${lock.heldBy}; the embedded store serves one process (use Qdrant to share vectors)`)
-  }
   openDirs.add(dir)
+  let lock: Awaited<ReturnType<typeof lockFolder>>
+  try {
+    lock = await lockFolder(dir, {
+      file: 'LOCK',
+      refusal: (folder, _path, holder) => `Vector folder ${folder} is in use by another process (${describeHolder(holder)}); the embedded store serves one process (use Qdrant to share vectors)`,
+    })
+  } catch (err) {
+    openDirs.delete(dir)
+    if (err instanceof FolderLockedError) throw new AppError('VECTOR_STORE_LOCKED', 500, err.message)
+    throw err
+  }
 
   let usearch: Usearch
   try {
     usearch = (await import('usearch')).default
   } catch (err) {
     openDirs.delete(dir)
-    await lock.release()
+    lock.release()
     throw new AppError('VECTOR_STORE_UNAVAILABLE', 500, 'The usearch native module failed to load (embedded vector store)', { cause: err })
   }
 
@@ -313,6 +319,11 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
       return c === null ? [] : c.docVectors(docId)
     },
 
+    async docChunkCounts(kbId) {
+      const c = await get(kbId)
+      return c === null ? new Map() : c.docChunkCounts()
+    },
+
     async count(kbId) {
       const c = await get(kbId)
       return c === null ? 0 : c.count
@@ -335,7 +346,7 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
       const results = await Promise.allSettled([...collections.values()].map((c) => c.close({ snapshot: snapshotOnClose })))
       collections.clear()
       openDirs.delete(dir)
-      await lock.release()
+      lock.release()
       const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected')
       if (failed) throw failed.reason
     },

@@ -332,6 +332,27 @@ export async function createQdrantVectorStore(options: QdrantVectorStoreOptions)
       return rows.sort((a, b) => a.index - b.index).map((r) => r.vector)
     },
 
+    async docChunkCounts(kbId) {
+      // A scroll over the whole collection, doc_id only (no vectors): every Qdrant version answers it, where the
+      // facet API (1.12+) would need the server to count exactly past its limit.
+      const name = nameOf(kbId)
+      const counts = new Map<string, number>()
+      let offset: string | number | null | undefined
+      do {
+        const page = await call(
+          `scroll ${name}`,
+          () => reader.scroll(name, { limit: 1000, offset: offset ?? undefined, with_payload: ['doc_id'], with_vector: false }),
+          { points: [], next_page_offset: null },
+        )
+        for (const p of page.points) {
+          const docId = (p.payload as { doc_id?: unknown } | null | undefined)?.doc_id
+          if (typeof docId === 'string') counts.set(docId, (counts.get(docId) ?? 0) + 1)
+        }
+        offset = page.next_page_offset as string | number | null | undefined
+      } while (offset !== null && offset !== undefined)
+      return counts
+    },
+
     async count(kbId) {
       const name = nameOf(kbId)
       const r = await call(`count points of ${name}`, () => reader.count(name, { exact: true }), { count: 0 })

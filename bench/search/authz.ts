@@ -22,7 +22,7 @@ import { defaultPlugins } from '../../kernel/plugins.ts'
 import type { AuthzService } from '../../plugins/authz/types.ts'
 import { startOidc } from '../../test/helpers/oidc.ts'
 import { machine, median, percentile, round } from '../lib/machine.ts'
-import { buildSearchData } from './build-data.ts'
+import { buildSearchData, registerSearchDocuments } from './build-data.ts'
 import { gateCache } from './cache-gate.ts'
 
 export const AUTHZ_TARGET = 0.05
@@ -221,6 +221,7 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
     })
     const log = createLogger('ERROR')
     adapters = await createAdapters(settings, log)
+    await registerSearchDocuments(adapters, data)
     adapters.searchCache = gateCache(adapters.searchCache)
     app = await createApp({ settings, plugins: defaultPlugins(), log, adapters })
     const base = `http://127.0.0.1:${await app.listen(0, '127.0.0.1')}`

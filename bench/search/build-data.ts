@@ -6,12 +6,15 @@
 // Building the HNSW graphs is most of the time (about 2 ms a point at 1024 dimensions on one thread), so two
 // child processes build at once, each in a store folder of its own (the store serves one process per folder):
 // one builds `one`, the other the split KBs. Each closes its store, which snapshots; the KB folders are then
-// moved under <dataDir>/vectors, where the service opens them without replaying a log.
+// moved under <dataDir>/vectors, where the service opens them without replaying a log. The metadata gets a KB row
+// and an `indexed` row per document (registerSearchDocuments), as uploads would have left: the service deletes at
+// start the points of a document that has no row (plugins/docs/reconcile.ts). A document's copy in a split KB is a
+// document of its own there (doc_id `<kb>-<doc_id>`), since a document belongs to one KB.
 import { fork } from 'node:child_process'
 import { existsSync, promises as fs } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath, pathToFileURL } from 'node:url'
-import type { ChunkPayload, VectorPoint } from '../../adapters/ports.ts'
+import type { Adapters, ChunkPayload, VectorPoint } from '../../adapters/ports.ts'
 import { embedTexts } from '../../adapters/embedders/builtin.ts'
 import { createEmbeddedVectorStore } from '../../adapters/vectors/embedded.ts'
 import { encodeDocument } from '../../compute/text/sparse.ts'
@@ -30,7 +33,11 @@ export interface SearchDataOptions {
   queries?: number
 }
 
+/** Bumped when the layout changes: a kept folder of another format is built again. */
+const FORMAT = 2
+
 export interface SearchData {
+  format: number
   chunks: number
   documents: number
   dimensions: number
@@ -84,7 +91,7 @@ export async function readSearchData(opts: SearchDataOptions): Promise<SearchDat
   const file = join(opts.dataDir, MANIFEST)
   if (!existsSync(file)) return null
   const data = JSON.parse(await fs.readFile(file, 'utf8')) as SearchData
-  const same = data.chunks === opts.chunks && data.dimensions === opts.dimensions && data.seed === (opts.seed ?? 7) &&
+  const same = data.format === FORMAT && data.chunks === opts.chunks && data.dimensions === opts.dimensions && data.seed === (opts.seed ?? 7) &&
     data.kbs.split.length === opts.splits && data.queries.length === wantedQueries(opts)
   return same ? data : null
 }
@@ -189,7 +196,11 @@ async function buildPart(req: PartRequest, onProgress: (done: number) => void): 
       }
       const t1 = performance.now()
       times.generate_and_encode += t1 - t0
-      const point = (i: number, kbId: string): VectorPoint => ({ dense: dense.subarray(i * dims, (i + 1) * dims), sparse: sparse[i], payload: { ...batch[i].payload, kb_id: kbId } })
+      const point = (i: number, kbId: string): VectorPoint => {
+        const p = batch[i].payload
+        const ids = kbId === 'one' ? {} : { doc_id: `${kbId}-${p.doc_id}`, chunk_id: `${kbId}-${p.chunk_id}` }
+        return { dense: dense.subarray(i * dims, (i + 1) * dims), sparse: sparse[i], payload: { ...p, ...ids, kb_id: kbId } }
+      }
       const perSplit = split.map(() => [] as VectorPoint[])
       batch.forEach((b, i) => perSplit[b.split].push(point(i, split[b.split])))
       perSplit.forEach((points, k) => (splitSizes[k] += points.length))
@@ -259,12 +270,26 @@ export async function buildSearchData(opts: SearchDataOptions): Promise<SearchDa
     await fs.rm(join(opts.dataDir, `build-${part}`), { recursive: true, force: true })
   }
   const data: SearchData = {
-    chunks: opts.chunks, documents: one.documents, dimensions: opts.dimensions, seed, kbs: { one: 'one', split: splitIds },
+    format: FORMAT, chunks: opts.chunks, documents: one.documents, dimensions: opts.dimensions, seed, kbs: { one: 'one', split: splitIds },
     split_sizes: split.split_sizes, mean_chunk_chars: one.mean_chunk_chars, queries: one.queries,
     build_ms: { one: one.times, split: split.times, total: Math.round(performance.now() - started) },
   }
   await fs.writeFile(join(opts.dataDir, MANIFEST), JSON.stringify(data))
   return data
+}
+
+/** A KB row per benchmark KB and an `indexed` row per document of its points, unless there already (a kept folder). */
+export async function registerSearchDocuments(adapters: Pick<Adapters, 'sql' | 'vectors'>, data: Pick<SearchData, 'kbs'>): Promise<void> {
+  const { sql, vectors } = adapters
+  for (const kb of [data.kbs.one, ...data.kbs.split]) {
+    await sql.query('INSERT INTO knowledge_bases (kb_id) VALUES ($1) ON CONFLICT (kb_id) DO NOTHING', [kb])
+    const counts = await vectors.docChunkCounts(kb)
+    await sql.query(
+      `INSERT INTO documents (doc_id, kb_id, source, title, status, doc_type, chunk_count)
+       SELECT d, $1, d || '.md', d, 'indexed', 'md', c FROM unnest($2::text[], $3::int[]) AS t(d, c) ON CONFLICT (doc_id) DO NOTHING`,
+      [kb, [...counts.keys()], [...counts.values()]],
+    )
+  }
 }
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href && process.argv.includes('--search-data-part')) {

@@ -3,7 +3,9 @@ import { createComputePool, type ComputePool } from '../../compute/pool.ts'
 import { collectGarbage, trimHeap } from '../../kernel/allocator.ts'
 import { definePlugin } from '../../kernel/plugin.ts'
 import type { KbService } from '../kb/service.ts'
+import { registerCheckRoute } from './check.ts'
 import { createProcessor, type PipelineMetrics } from './pipeline.ts'
+import { reconcile } from './reconcile.ts'
 import { registerDocRoutes } from './routes.ts'
 import { createDocsService, type DocsService, type IngestHook } from './service.ts'
 import { createWorker, type Worker } from './worker.ts'
@@ -31,6 +33,7 @@ export default definePlugin<DocsPlugin & { close(): Promise<void> }>({
     const kbs = ctx.use<KbService>('kb')
     const service = createDocsService(adapters, settings, kbs)
     registerDocRoutes(ctx, service)
+    registerCheckRoute(ctx)
 
     const pool = createComputePool({
       maxThreads: settings.compute.max_threads || undefined,
@@ -41,6 +44,7 @@ export default definePlugin<DocsPlugin & { close(): Promise<void> }>({
     const consume = ctx.mode === 'worker' || settings.queue_worker.enabled
     let worker: Worker | null = null
     let trimmer: NodeJS.Timeout | undefined
+    let startupCheck: Promise<void> = Promise.resolve()
     if (consume) {
       // The end of a bulk ingest: its garbage is collected at once instead of when V8 next gets to it (collectGarbage),
       // and what that freed goes back to the OS (trimHeap).
@@ -66,6 +70,17 @@ export default definePlugin<DocsPlugin & { close(): Promise<void> }>({
         staleMs: 60_000,
         burstDocuments: BURST_DOCUMENTS,
       })
+      // Search agrees with every status before the worker takes an event (plugins/docs/reconcile.ts). With the embedded
+      // engines this process owns every store, and the pass is quick (the collections are in memory); on the services
+      // it may scroll a whole Qdrant while other processes keep working, so it runs beside the worker (its repairs
+      // lock what they change).
+      startupCheck = reconcile({ adapters, log: ctx.log }, { repair: true }).then((r) => {
+        const repaired = r.disagreements.length
+        ctx.log[repaired > 0 ? 'warn' : 'info']({ kbs: r.kbs, documents: r.documents, points: r.points, repaired, ms: r.ms }, repaired > 0
+          ? 'start-up check: search disagreed with document statuses, repaired'
+          : 'start-up check: search agrees with every document status')
+      }, (err) => ctx.log.error({ err }, 'start-up check failed'))
+      if (adapters.queue.name === 'embedded') await startupCheck
       // One process owns an embedded queue and its data folder: whatever it finds active at start is orphaned.
       await worker.start({ recoverAll: adapters.queue.name === 'embedded' })
       ctx.log.info({ max_workers: settings.queue_worker.max_workers }, 'worker started')
@@ -78,6 +93,7 @@ export default definePlugin<DocsPlugin & { close(): Promise<void> }>({
       addIngestHook: service.addIngestHook,
       async close() {
         clearInterval(trimmer)
+        await startupCheck
         await worker?.stop(settings.server.shutdown_grace_sec * 1000)
         await pool.close({ force: true })
       },

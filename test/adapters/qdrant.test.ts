@@ -353,6 +353,17 @@ describe('qdrant driver: protocol against a recording server', () => {
     assert.ok(vectors.every((v) => v instanceof Float32Array))
   })
 
+  it('counts each document\'s points over a scroll of the whole collection, doc_id only, page by page', async () => {
+    await known('docs')
+    fake.on('POST /collections/docs/points/scroll', (_r, n) => ok(n === 0 ? 'scroll-doc-ids-1' : 'scroll-doc-ids-2'))
+    const counts = await store.docChunkCounts('docs')
+    assert.deepEqual(fake.requests.map((r) => r.body), [
+      { limit: 1000, with_payload: ['doc_id'], with_vector: false },
+      { limit: 1000, offset: '44444444-4444-5444-8444-444444444444', with_payload: ['doc_id'], with_vector: false },
+    ])
+    assert.deepEqual(counts, new Map([['a1b2c3d4e5f60718', 3], ['0f1e2d3c4b5a6978', 1]]))
+  })
+
   it('counts exactly', async () => {
     await known('docs')
     fake.on('POST /collections/docs/points/count', ok('count'))
@@ -371,6 +382,7 @@ describe('qdrant driver: protocol against a recording server', () => {
     assert.deepEqual(await store.search(kb, { dense: Float32Array.from(axis(0)), sparse: sparse([[1, 1]]), limit: 3 }), { dense: [], sparse: [] })
     assert.equal(await store.count(kb), 0)
     assert.deepEqual(await store.docVectors(kb, 'd'), [])
+    assert.deepEqual(await store.docChunkCounts(kb), new Map())
     assert.equal(await store.deleteByDoc(kb, 'd'), 0)
     assert.equal(await store.hasCollection(kb), false)
     assert.equal(await store.dropCollection(kb), false)

@@ -246,6 +246,19 @@ export function vectorStoreContract(name: string, factory: VectorStoreFactory): 
       }
     })
 
+    it('counts the points of each document, after upserts that replace and deletes', async () => {
+      const kb = kbName('counts')
+      await store.ensureCollection(kb, DIMS)
+      assert.deepEqual(await store.docChunkCounts(kb), new Map())
+      await store.upsert(kb, [0, 1, 2].map((i) => point(kb, 'three', i, axis(i))))
+      await store.upsert(kb, [point(kb, 'one', 0, axis(3)), point(kb, 'gone', 0, axis(4)), point(kb, 'gone', 1, axis(5))])
+      // The same chunk again replaces its point: still three.
+      await store.upsert(kb, [point(kb, 'three', 1, axis(6))])
+      await store.deleteByDoc(kb, 'gone')
+      assert.deepEqual(await store.docChunkCounts(kb), new Map([['three', 3], ['one', 1]]))
+      assert.deepEqual(await store.docChunkCounts(kbName('absent')), new Map())
+    })
+
     it('answers an absent collection with empty results', async () => {
       const kb = kbName('absent')
       assert.deepEqual(await store.search(kb, { dense: Float32Array.from(axis(0)), sparse: sparse([[1, 1]]), limit: 5 }), { dense: [], sparse: [] })

@@ -235,6 +235,11 @@ export const ENTRIES: Record<string, Entry> = {
     spec: SUPER, ok: 200, request: (c) => ({ path: '/api/admin/config', method: 'PATCH', json: { kb_authz_enabled: c.authzOn } }),
     check: (body, c) => assert.equal(body.kb_authz_enabled, c.authzOn),
   },
+  'POST /api/admin/check': {
+    // Report only: a repair would change what other cells read.
+    spec: SUPER, ok: 200, request: () => ({ path: '/api/admin/check', method: 'POST' }),
+    check: (body) => assert.equal(body.repair, false),
+  },
   // 4.7 documents
   'POST /api/kb/{kb_id}/docs/upload': {
     spec: kbRole('editor'), ok: 202,
