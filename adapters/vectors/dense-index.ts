@@ -312,6 +312,11 @@ export class DenseIndex {
     }
   }
 
+  /** Copies `rows` into `into`, one after another (runs of consecutive spilled rows in one read). */
+  readRows(rows: ArrayLike<number>, into: Float32Array): void {
+    this.copyRows(rows, rows.length, into)
+  }
+
   /** Copies rows[0..count) into `into`, one after another; runs of consecutive spilled rows are read at once. */
   private copyRows(rows: ArrayLike<number>, count: number, into: Float32Array): void {
     const d = this.dims

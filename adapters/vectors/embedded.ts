@@ -316,7 +316,7 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
 
     async docVectors(kbId, docId) {
       const c = await get(kbId)
-      return c === null ? [] : c.docVectors(docId)
+      return c === null ? [] : c.docVectorsSliced(docId)
     },
 
     async docChunkCounts(kbId) {
