@@ -13,7 +13,7 @@ export interface AdapterChoice {
   metadata: 'pglite' | 'postgres'
   objects: 'local' | 's3'
   queue: 'embedded' | 'redis'
-  vectors: 'embedded' | 'qdrant'
+  vectors: 'embedded' | 'qdrant' | 'pgvector'
 }
 
 export function chooseDrivers(s: Settings): AdapterChoice {
@@ -21,7 +21,8 @@ export function chooseDrivers(s: Settings): AdapterChoice {
     metadata: s.postgres.host ? 'postgres' : 'pglite',
     objects: s.s3.endpoint ? 's3' : 'local',
     queue: s.redis.host ? 'redis' : 'embedded',
-    vectors: s.qdrant.host ? 'qdrant' : 'embedded',
+    // vector_store names the driver; 'auto' keeps the rule of the host keys.
+    vectors: s.vector_store !== 'auto' ? s.vector_store : s.qdrant.host ? 'qdrant' : 'embedded',
   }
 }
 
@@ -61,7 +62,16 @@ export async function createQueue(s: Settings): Promise<Queue> {
 }
 
 export async function createVectors(s: Settings, log?: Logger): Promise<VectorStore> {
-  if (s.qdrant.host) {
+  const driver = chooseDrivers(s).vectors
+  if (driver === 'pgvector') {
+    // The metadata's database and credentials, with a pool of its own.
+    const { createPgvectorVectorStore } = await import('./vectors/pgvector.ts')
+    return createPgvectorVectorStore({
+      host: s.postgres.host, port: s.postgres.port, database: s.postgres.dbname, user: s.postgres.user, password: s.postgres.password,
+      poolSize: s.postgres.pool_size, connectTimeoutSec: s.postgres.connect_timeout, dimensions: s.embedding.vector_size,
+    })
+  }
+  if (driver === 'qdrant') {
     const { createQdrantVectorStore } = await import('./vectors/qdrant.ts')
     return createQdrantVectorStore({
       host: s.qdrant.host, port: s.qdrant.port, insecure: s.qdrant.insecure,

@@ -154,7 +154,7 @@ export interface VectorFilter {
 
 /** Vectors: one collection per KB, a dense vector (cosine) and a sparse vector (IDF-weighted dot product) per chunk. */
 export interface VectorStore {
-  readonly name: 'embedded' | 'qdrant'
+  readonly name: 'embedded' | 'qdrant' | 'pgvector'
   ensureCollection(kbId: string, dimensions: number): Promise<void>
   dropCollection(kbId: string): Promise<boolean>
   hasCollection(kbId: string): Promise<boolean>

@@ -216,6 +216,16 @@ function checkDeploymentRules(s: Settings, warnings: string[]): string[] {
   if (s.dedup.simhash.simhash_bits % s.dedup.simhash.num_bands !== 0) {
     problems.push(`dedup.simhash.num_bands (${s.dedup.simhash.num_bands}) must divide simhash_bits (${s.dedup.simhash.simhash_bits})`)
   }
+  if (s.vector_store === 'pgvector' && !s.postgres.host) {
+    problems.push("vector_store: pgvector keeps the vectors in PostgreSQL (the pgvector extension) and needs postgres.host; the embedded PGlite has no pgvector")
+  }
+  if (s.vector_store === 'pgvector' && s.embedding.vector_size > 4000) {
+    problems.push(`vector_store: pgvector indexes at most 4000 dimensions (halfvec); embedding.vector_size is ${s.embedding.vector_size}: use vector_store embedded or qdrant`)
+  }
+  if (s.vector_store === 'qdrant' && !s.qdrant.host) problems.push('vector_store: qdrant needs qdrant.host')
+  if ((s.vector_store === 'embedded' || s.vector_store === 'pgvector') && s.qdrant.host) {
+    warnings.push(`qdrant.host is set but vector_store is ${s.vector_store}: Qdrant is not used`)
+  }
   const kbIds = new Set<string>()
   for (const kb of s.knowledge_bases) {
     if (kbIds.has(kb.id)) problems.push(`knowledge_bases: id '${kb.id}' is listed twice`)

@@ -61,6 +61,7 @@ export const SettingsSchema = Type.Object({
     insecure: bool(true, 'true = HTTP.'),
     api_key: str('', 'API key. Env QDRANT_API_KEY.', { env: 'QDRANT_API_KEY', secret: true }),
   }, 'Vector store.'),
+  vector_store: oneOf(['auto', 'embedded', 'qdrant', 'pgvector'], 'auto', "Where vectors live (Quarry addition): 'embedded' (files under data_dir), 'qdrant' (qdrant.host), 'pgvector' (the postgres database, with the pgvector 0.8+ extension; needs postgres.host); 'auto' = qdrant when qdrant.host is set, embedded otherwise."),
   redis: section({
     host: str('', 'Redis host; empty = the in-process queue (journal under data_dir).'),
     port: int(6379, 1, 65535, 'Redis port.'),

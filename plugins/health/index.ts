@@ -5,12 +5,12 @@ import type { Adapters } from '../../adapters/ports.ts'
 
 const CHECK_TIMEOUT_MS = 3000
 
-/** Check keys name what is in use: postgres or pglite, redis or embedded_queue, qdrant or embedded_vectors, s3 or local_files. */
+/** Check keys name what is in use: postgres or pglite, redis or embedded_queue, qdrant, pgvector or embedded_vectors, s3 or local_files. */
 export function readinessProbes(a: Adapters, providerName: string): { key: string; critical: boolean; probe: () => Promise<boolean> }[] {
   return [
     { key: a.sql.name, critical: true, probe: () => a.sql.ping() },
     { key: a.queue.name === 'redis' ? 'redis' : 'embedded_queue', critical: true, probe: () => a.queue.ping() },
-    { key: a.vectors.name === 'qdrant' ? 'qdrant' : 'embedded_vectors', critical: true, probe: () => a.vectors.ping() },
+    { key: a.vectors.name === 'embedded' ? 'embedded_vectors' : a.vectors.name, critical: true, probe: () => a.vectors.ping() },
     { key: a.objects.name === 's3' ? 's3' : 'local_files', critical: false, probe: () => a.objects.ping() },
     { key: providerName, critical: true, probe: () => a.embedder.ping() },
   ]

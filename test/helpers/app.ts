@@ -1,5 +1,6 @@
 // Starts the whole service on an ephemeral port with a temporary data folder, on the embedded default or,
-// with `services`, on PostgreSQL + Redis + S3 (s3rver). Everything is torn down by t.after.
+// with `services`, on PostgreSQL + Redis + S3 (s3rver), the vectors then in pgvector with `vectorStore: 'pgvector'`.
+// Everything is torn down by t.after.
 import { cpSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -30,6 +31,8 @@ export interface StartOptions {
   settings?: Record<string, any>
   /** Run on PostgreSQL + Redis + s3rver instead of the embedded engines. */
   services?: boolean
+  /** The vector store (settings vector_store); 'pgvector' needs `services` (its tables go in the test's database). */
+  vectorStore?: 'embedded' | 'pgvector'
   plugins?: Plugin<any>[]
   listen?: boolean
   /** The service's logger (default silent): the security suite reads what it writes. */
@@ -84,6 +87,10 @@ export async function startApp(t: TestContext | { after(fn: () => unknown): void
     raw.postgres = { host: db.host, port: db.port, user: db.user, dbname: db.database, ...raw.postgres }
     raw.redis = { host: r.hostname, port: Number(r.port || 6379), db: 0, key_prefix: `qt-${randomBytes(4).toString('hex')}`, ...raw.redis }
     raw.s3 = { endpoint: s3.endpoint, access_key: s3.accessKey, secret_key: s3.secretKey, rag_bucket: s3.bucket, insecure: true, ...raw.s3 }
+  }
+  if (opts.vectorStore !== undefined) {
+    if (opts.vectorStore === 'pgvector' && !opts.services) throw new Error('vectorStore pgvector needs services: true (PostgreSQL)')
+    raw.vector_store ??= opts.vectorStore
   }
   if (!opts.services && raw.data_dir === dataDir && !raw.postgres?.host) cpSync(await migratedPglite(), join(dataDir, 'pglite'), { recursive: true })
   const { settings } = resolveSettings(raw, { REDIS_PASSWORD: undefined })

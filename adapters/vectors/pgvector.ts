@@ -1,0 +1,544 @@
+// The pgvector driver: vectors in PostgreSQL (the `vector` extension, 0.8+), beside the metadata or in another
+// database. One registry table names the collections; each KB gets two tables of its own, made when the KB's
+// collection is created and dropped with it:
+//
+//   quarry_vector_collections (kb_id PK, id, dims, points)       one row per KB; `points` is kept in step with
+//                                                                 every write (the N of the sparse IDF, count())
+//   quarry_vec_<id>        one row per chunk: pid, chunk_id (unique), the filter columns (doc_id, source_type,
+//                          doc_type, source, updated_ms), the chunk's sparse term ids, the payload as JSON text
+//                          and `dense vector(dims)` under an HNSW index (vector_cosine_ops; above 2,000
+//                          dimensions the index is on dense::halfvec(dims), pgvector's limit for `vector`)
+//   quarry_vec_<id>_terms  the sparse postings: (term, pid) primary key INCLUDE (weight), so both the document
+//                          frequency of a query term and its postings are read by index-only scans
+//
+// Dense search is an HNSW index scan with `hnsw.iterative_scan = relaxed_order` (pgvector 0.8), re-ordered by exact
+// distance: a WHERE clause (the filter) is applied inside the scan, which goes on until `limit` rows pass (or
+// hnsw.max_scan_tuples); a filtered search that still comes back short is answered by an exact scan of the rows
+// the filter keeps. Scores are exact cosines (pgvector keeps the f32 vectors in the index). Sparse search scores
+// in SQL as the other drivers do, Qdrant's `modifier: idf`: sum over shared terms of idf(t) * q_t * d_t with
+// idf = ln((N - n + 0.5) / (n + 0.5) + 1), N the collection's points and n those holding t (counted from the
+// postings at query time, so IDF is always that of the whole collection, with or without a filter).
+//
+// Writes are transactions, durable when they resolve. An upsert batch takes a transaction-scoped advisory lock per
+// chunk (sorted), so two writers of the same chunk serialise and neither leaves the other's postings behind (a new
+// chunk has no row to lock yet); writers of different chunks run in parallel. Rows are locked in chunk_id order by
+// upserts and deletes alike, so they never wait on each other in a cycle. pgvector is not a trusted extension: the driver runs
+// CREATE EXTENSION IF NOT EXISTS vector at open, which needs a superuser the first time (or an operator who ran it).
+import { createHash } from 'node:crypto'
+import { AppError, serviceUnavailable } from '../../kernel/errors.ts'
+import type { ChunkPayload, VectorFilter, VectorHit, VectorPoint, VectorQuery, VectorStore } from '../ports.ts'
+import { checkKbId, dimensionMismatch, invalidPoint, pointProblem } from './errors.ts'
+import { checkFilter } from './filter.ts'
+
+export interface PgvectorVectorStoreOptions {
+  host: string
+  port: number
+  database: string
+  user: string
+  password: string
+  /** Connections of the store's own pool (the metadata keeps its pool). Default 5. */
+  poolSize?: number
+  connectTimeoutSec?: number
+  /** Vector size of collections created implicitly (an upsert into a KB without ensureCollection). */
+  dimensions: number
+  /**
+   * hnsw.ef_search of a search with effort 1: the candidate list of the HNSW scan. Default 100 (pgvector's own is 40;
+   * bench/search.bench.ts measures recall@10 against an exact scan). A search with effort < 1 gets this x effort.
+   */
+  efSearch?: number
+  /** HNSW build parameters of new collections: links per node (m) and candidate list (ef_construction). Default 16 and 64, as the embedded store. */
+  m?: number
+  efConstruction?: number
+  /** hnsw.max_scan_tuples: how far an iterative (filtered) scan may go before the exact fallback. Default 20,000 (pgvector's). */
+  maxScanTuples?: number
+  /** Points per statement of an upsert. Default 256. */
+  batchSize?: number
+}
+
+/** pgvector's HNSW limits: `vector` up to 2,000 dimensions, `halfvec` up to 4,000. */
+export const PGVECTOR_MAX_VECTOR_DIMS = 2000
+export const PGVECTOR_MAX_INDEX_DIMS = 4000
+
+const REGISTRY = 'quarry_vector_collections'
+/** Advisory lock key (pg_advisory_xact_lock) serialising the creation of the registry and of collections. */
+const SCHEMA_LOCK = 0x71766563 // 'qvec'
+
+interface Collection {
+  id: number
+  dims: number
+  /** The points table and its postings table. */
+  table: string
+  terms: string
+}
+
+const collectionOf = (id: number, dims: number): Collection => ({ id, dims, table: `quarry_vec_${id}`, terms: `quarry_vec_${id}_terms` })
+
+/** A u32 term id as the int4 PostgreSQL stores (the same bits): ids are only compared, never read back. */
+const termKey = (t: number) => t | 0
+
+/** A Float32Array as pgvector's text form. */
+const vectorText = (v: Float32Array): string => {
+  let s = '['
+  for (let i = 0; i < v.length; i++) s += (i === 0 ? '' : ',') + v[i]
+  return `${s}]`
+}
+
+/** pgvector's text form back to f32 (it prints each f32 in its shortest exact form). */
+const parseVector = (text: string): Float32Array => {
+  const inner = text.slice(1, -1)
+  return inner === '' ? new Float32Array(0) : Float32Array.from(inner.split(','), Number)
+}
+
+/** LIKE pattern of a literal prefix (LIKE is case-sensitive; `\` is the default escape). */
+const likePrefix = (prefix: string) => `${prefix.replace(/[\\%_]/g, (c) => `\\${c}`)}%`
+
+/** A 64-bit advisory lock key per chunk of a collection, as a decimal string (int8). */
+const chunkLockKey = (collection: number, chunkId: string): string =>
+  createHash('sha1').update(`${collection}:`).update(chunkId).digest().readBigInt64BE(0).toString()
+
+/** A hit whose payload is parsed from the row's JSON on first read (fusion reads only the payloads it keeps). */
+function hitOf(score: number, id: string, json: string): VectorHit {
+  let payload: ChunkPayload | undefined
+  return {
+    score,
+    id,
+    get payload() {
+      return (payload ??= JSON.parse(json) as ChunkPayload)
+    },
+  }
+}
+
+/** The filter as SQL conditions on the points table (alias p), its values appended to params. */
+function filterSql(f: VectorFilter, params: unknown[]): string {
+  const where: string[] = []
+  const add = (value: unknown) => {
+    params.push(value)
+    return `$${params.length}`
+  }
+  if (f.docIds !== undefined) where.push(`p.doc_id = ANY(${add([...f.docIds])}::text[])`)
+  if (f.sourceTypes !== undefined) where.push(`p.source_type = ANY(${add([...f.sourceTypes])}::text[])`)
+  if (f.docTypes !== undefined) where.push(`p.doc_type = ANY(${add([...f.docTypes])}::text[])`)
+  if (f.sourcePrefix !== undefined) where.push(`p.source LIKE ${add(likePrefix(f.sourcePrefix))}::text`)
+  // after <= updated_at < before; a payload without a date (NULL) passes neither bound.
+  if (f.updatedAfter !== undefined) where.push(`p.updated_ms >= ${add(Math.ceil(f.updatedAfter))}::int8`)
+  if (f.updatedBefore !== undefined) where.push(`p.updated_ms < ${add(Math.ceil(f.updatedBefore))}::int8`)
+  return where.length === 0 ? 'TRUE' : where.join(' AND ')
+}
+
+const sqlState = (err: unknown): string | undefined => (err as { code?: unknown } | null)?.code as string | undefined
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EHOSTUNREACH', 'CONNECT_TIMEOUT', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', '57P01', '57P02', '57P03', '53300', '08000', '08001', '08003', '08006'])
+/** undefined_table: a collection dropped by another process since this one cached it. */
+const UNDEFINED_TABLE = '42P01'
+
+/** Thrown inside the store when a cached collection's tables are gone; never leaves it. */
+class StaleCollection extends Error {}
+
+export async function createPgvectorVectorStore(options: PgvectorVectorStoreOptions): Promise<VectorStore> {
+  if (!options.host) throw new Error('createPgvectorVectorStore: host is required')
+  if (!Number.isInteger(options.dimensions) || options.dimensions < 1) throw new Error(`createPgvectorVectorStore: dimensions must be a positive integer, got ${options.dimensions}`)
+  const efSearch = options.efSearch ?? 100
+  const m = options.m ?? 16
+  const efConstruction = options.efConstruction ?? 64
+  const batchSize = options.batchSize ?? 256
+  const where = `${options.host}:${options.port}/${options.database}`
+  const { default: postgres } = await import('postgres')
+  const client = postgres({
+    host: options.host,
+    port: options.port,
+    database: options.database,
+    username: options.user,
+    password: options.password || undefined,
+    max: options.poolSize ?? 5,
+    connect_timeout: options.connectTimeoutSec ?? 30,
+    idle_timeout: 60,
+    onnotice: () => {},
+    // Session settings of every connection: searches that keep the default candidate list need no SET.
+    // JIT compilation would add tens of ms to a sparse aggregation or an exact scan the planner costs high.
+    connection: {
+      application_name: 'quarry-vectors',
+      'hnsw.ef_search': String(efSearch),
+      'hnsw.iterative_scan': 'relaxed_order',
+      'hnsw.max_scan_tuples': String(options.maxScanTuples ?? 20_000),
+      jit: 'off',
+    },
+    types: {
+      // count(*) and the points counter: numbers, not strings.
+      int8: { to: 20, from: [20], serialize: (v: unknown) => String(v), parse: (v: string) => Number(v) },
+    },
+  })
+  let closed = false
+
+  const fail = (err: unknown, what: string): Error => {
+    if (err instanceof AppError) return err
+    const code = sqlState(err)
+    const message = err instanceof Error ? err.message : String(err)
+    if (closed || (code !== undefined && CONNECTION_CODES.has(code))) return serviceUnavailable(`PostgreSQL vector store at ${where} is unavailable (${what}): ${message}`, err)
+    return new AppError('VECTOR_STORE_ERROR', 500, `PostgreSQL vector store refused to ${what}: ${message}`, { cause: err })
+  }
+
+  /** Runs a statement; on a collection's tables (`onCollection`), a missing table means the collection went away. */
+  const run = async <T>(what: string, fn: () => Promise<T>, onCollection = false): Promise<T> => {
+    if (closed) throw serviceUnavailable('The PostgreSQL vector store is closed')
+    try {
+      return await fn()
+    } catch (err) {
+      if (onCollection && sqlState(err) === UNDEFINED_TABLE) throw new StaleCollection(what)
+      throw fail(err, what)
+    }
+  }
+
+  const q = <T = Record<string, unknown>>(text: string, params: readonly unknown[] = []) =>
+    client.unsafe(text, params as never[]) as unknown as Promise<T[]>
+
+  // ---- schema --------------------------------------------------------------------------------------------
+  const open = async () => {
+    try {
+      await client.begin(async (tx) => {
+        await tx.unsafe(`SELECT pg_advisory_xact_lock(${SCHEMA_LOCK})`)
+        await tx.unsafe('CREATE EXTENSION IF NOT EXISTS vector')
+        await tx.unsafe(`CREATE TABLE IF NOT EXISTS ${REGISTRY} (
+          kb_id text PRIMARY KEY,
+          id bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
+          dims integer NOT NULL,
+          points bigint NOT NULL DEFAULT 0,
+          created_at timestamptz NOT NULL DEFAULT now())`)
+      })
+    } catch (err) {
+      const code = sqlState(err)
+      // 0A000 feature_not_supported / 58P01 undefined_file: not installed on the server; 42501: not allowed to create it.
+      if (code === '0A000' || code === '58P01' || code === '42501') {
+        throw new AppError('VECTOR_STORE_ERROR', 500,
+          `vector_store pgvector needs the pgvector extension in database '${options.database}' at ${options.host}:${options.port}: ` +
+          `${(err as Error).message}. Install pgvector 0.8 or later on the server (Debian bookworm has no package for PostgreSQL 15: ` +
+          `shared/vendor/install-pgvector.sh builds it) and run CREATE EXTENSION vector as a superuser once.`, { cause: err })
+      }
+      throw err
+    }
+    const [v] = await q<{ v: string }>("SELECT extversion AS v FROM pg_extension WHERE extname = 'vector'")
+    const [major, minor] = v.v.split('.').map(Number)
+    if (major === 0 && minor < 8) {
+      throw new AppError('VECTOR_STORE_ERROR', 500, `vector_store pgvector needs pgvector 0.8 or later (iterative index scans); database '${options.database}' has ${v.v}: ALTER EXTENSION vector UPDATE`)
+    }
+  }
+  try {
+    await run('open', open)
+  } catch (err) {
+    await client.end({ timeout: 1 }).catch(() => {})
+    throw err
+  }
+
+  /** Collections known to exist (positive answers only: another process may create a KB at any time). */
+  const known = new Map<string, Collection>()
+
+  const lookup = async (kbId: string): Promise<Collection | null> => {
+    const rows = await run(`read collection ${kbId}`, () => q<{ id: number; dims: number }>(`SELECT id, dims FROM ${REGISTRY} WHERE kb_id = $1`, [kbId]))
+    if (rows.length === 0) {
+      known.delete(kbId)
+      return null
+    }
+    const c = collectionOf(Number(rows[0].id), rows[0].dims)
+    known.set(kbId, c)
+    return c
+  }
+
+  const indexExpr = (dims: number) => (dims <= PGVECTOR_MAX_VECTOR_DIMS ? 'dense' : `(dense::halfvec(${dims}))`)
+  const queryExpr = (dims: number, param: string) => (dims <= PGVECTOR_MAX_VECTOR_DIMS ? `${param}::vector(${dims})` : `${param}::halfvec(${dims})`)
+
+  const create = async (kbId: string, dims: number): Promise<Collection> => {
+    if (dims > PGVECTOR_MAX_INDEX_DIMS) {
+      throw new AppError('VECTOR_DIMENSION_MISMATCH', 500, `Vector collection '${kbId}': pgvector indexes at most ${PGVECTOR_MAX_INDEX_DIMS} dimensions (halfvec), ${dims} were asked; use vector_store embedded or qdrant for this model`)
+    }
+    return run(`create collection ${kbId}`, () =>
+      client.begin(async (tx) => {
+        await tx.unsafe(`SELECT pg_advisory_xact_lock(${SCHEMA_LOCK})`)
+        const existing = await tx.unsafe(`SELECT id, dims FROM ${REGISTRY} WHERE kb_id = $1`, [kbId])
+        if (existing.length > 0) return collectionOf(Number(existing[0].id), existing[0].dims as number)
+        const [row] = await tx.unsafe(`INSERT INTO ${REGISTRY} (kb_id, dims) VALUES ($1, $2) RETURNING id`, [kbId, dims])
+        const c = collectionOf(Number(row.id), dims)
+        await tx.unsafe(`CREATE TABLE ${c.table} (
+          pid bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+          chunk_id text NOT NULL UNIQUE,
+          doc_id text NOT NULL,
+          chunk_index integer NOT NULL,
+          source_type text NOT NULL,
+          doc_type text NOT NULL,
+          source text NOT NULL,
+          updated_ms bigint,
+          terms integer[] NOT NULL,
+          payload text NOT NULL,
+          dense vector(${dims}) NOT NULL)`)
+        const opclass = dims <= PGVECTOR_MAX_VECTOR_DIMS ? 'vector_cosine_ops' : 'halfvec_cosine_ops'
+        await tx.unsafe(`CREATE INDEX ${c.table}_hnsw ON ${c.table} USING hnsw (${indexExpr(dims)} ${opclass}) WITH (m = ${m}, ef_construction = ${efConstruction})`)
+        await tx.unsafe(`CREATE INDEX ${c.table}_doc ON ${c.table} (doc_id)`)
+        await tx.unsafe(`CREATE INDEX ${c.table}_source_type ON ${c.table} (source_type)`)
+        await tx.unsafe(`CREATE INDEX ${c.table}_doc_type ON ${c.table} (doc_type)`)
+        await tx.unsafe(`CREATE INDEX ${c.table}_source ON ${c.table} (source text_pattern_ops)`)
+        await tx.unsafe(`CREATE INDEX ${c.table}_updated ON ${c.table} (updated_ms)`)
+        await tx.unsafe(`CREATE TABLE ${c.terms} (term integer NOT NULL, pid bigint NOT NULL, weight real NOT NULL, PRIMARY KEY (term, pid) INCLUDE (weight))`)
+        return c
+      }) as Promise<Collection>)
+  }
+
+  /** The KB's collection: cached, read, or (with createDims) created; null when absent and not to be created. */
+  const resolve = async (kbId: string, createDims: number | null): Promise<Collection | null> => {
+    checkKbId(kbId)
+    const c = known.get(kbId) ?? (await lookup(kbId))
+    if (c !== null || createDims === null) return c
+    const made = await create(kbId, createDims)
+    known.set(kbId, made)
+    return made
+  }
+
+  /**
+   * Runs fn on the KB's collection; when its tables are gone (dropped by another process since it was cached), reads
+   * the registry again and runs fn once more on what is there now (`absent` when nothing is).
+   */
+  const withCollection = async <T, A>(kbId: string, createDims: number | null, absent: A, fn: (c: Collection) => Promise<T>): Promise<T | A> => {
+    for (let attempt = 0; ; attempt++) {
+      const c = await resolve(kbId, createDims)
+      if (c === null) return absent
+      try {
+        return await fn(c)
+      } catch (err) {
+        if (!(err instanceof StaleCollection)) throw err
+        known.delete(kbId)
+        if (attempt > 0) throw new AppError('VECTOR_STORE_ERROR', 500, `Vector collection '${kbId}' was dropped twice while being used (${err.message})`)
+      }
+    }
+  }
+
+  // ---- writes ----------------------------------------------------------------------------------------------
+  const upsertBatch = (c: Collection, points: readonly VectorPoint[]) => {
+    const chunkIds: string[] = []
+    const docIds: string[] = []
+    const indexes: number[] = []
+    const sourceTypes: string[] = []
+    const docTypes: string[] = []
+    const sources: string[] = []
+    const updated: (string | null)[] = []
+    const terms: string[] = []
+    const payloads: string[] = []
+    const dense: string[] = []
+    const postChunk: number[] = []
+    const postTerm: number[] = []
+    const postWeight: number[] = []
+    points.forEach((p, i) => {
+      const pl = p.payload
+      chunkIds.push(pl.chunk_id)
+      docIds.push(pl.doc_id)
+      indexes.push(Number.isInteger(pl.chunk_index) ? pl.chunk_index : 0)
+      sourceTypes.push(String(pl.source_type ?? ''))
+      docTypes.push(String(pl.doc_type ?? ''))
+      sources.push(String(pl.source ?? ''))
+      const ms = typeof pl.updated_at === 'string' ? Date.parse(pl.updated_at) : Number.NaN
+      updated.push(Number.isFinite(ms) ? String(ms) : null)
+      const ids = Array.from(p.sparse.indices, termKey)
+      terms.push(`{${ids.join(',')}}`)
+      payloads.push(JSON.stringify(pl))
+      dense.push(vectorText(p.dense))
+      for (let k = 0; k < ids.length; k++) {
+        postChunk.push(i + 1)
+        postTerm.push(ids[k])
+        postWeight.push(p.sparse.values[k])
+      }
+    })
+    const locks = chunkIds.map((id) => chunkLockKey(c.id, id)).sort()
+    return client.begin((tx) => [
+      // Writers of the same chunk take turns (sorted: no deadlock); the statements below then see the last writer's rows.
+      tx.unsafe('SELECT count(pg_advisory_xact_lock(k)) FROM unnest($1::int8[]) AS k', [locks]),
+      // The points being replaced, locked in chunk_id order (as deleteByDoc locks them), and their postings removed.
+      tx.unsafe(`WITH old AS (SELECT p.pid, p.terms FROM ${c.table} p WHERE p.chunk_id = ANY($1::text[]) ORDER BY p.chunk_id FOR UPDATE)
+        DELETE FROM ${c.terms} t USING (SELECT pid, unnest(terms) AS term FROM old) o WHERE t.term = o.term AND t.pid = o.pid`, [chunkIds]),
+      tx.unsafe(`WITH u AS (
+          SELECT * FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::text[], $9::text[], $10::text[])
+            WITH ORDINALITY AS u(chunk_id, doc_id, chunk_index, source_type, doc_type, source, updated_ms, terms, payload, dense, n)),
+        up AS (
+          INSERT INTO ${c.table} AS p (chunk_id, doc_id, chunk_index, source_type, doc_type, source, updated_ms, terms, payload, dense)
+          SELECT chunk_id, doc_id, chunk_index, source_type, doc_type, source, updated_ms, terms::int4[], payload, dense::vector(${c.dims}) FROM u ORDER BY chunk_id
+          ON CONFLICT (chunk_id) DO UPDATE SET doc_id = EXCLUDED.doc_id, chunk_index = EXCLUDED.chunk_index, source_type = EXCLUDED.source_type,
+            doc_type = EXCLUDED.doc_type, source = EXCLUDED.source, updated_ms = EXCLUDED.updated_ms, terms = EXCLUDED.terms,
+            payload = EXCLUDED.payload, dense = EXCLUDED.dense
+          RETURNING p.pid, p.chunk_id, (p.xmax = 0) AS inserted),
+        post AS (
+          INSERT INTO ${c.terms} (term, pid, weight)
+          SELECT s.term, up.pid, s.weight FROM unnest($11::int4[], $12::int4[], $13::float4[]) AS s(n, term, weight)
+            JOIN u ON u.n = s.n JOIN up ON up.chunk_id = u.chunk_id),
+        counted AS (
+          UPDATE ${REGISTRY} SET points = points + (SELECT count(*) FROM up WHERE inserted) WHERE id = $14)
+        SELECT count(*) AS n FROM up`,
+      [chunkIds, docIds, indexes, sourceTypes, docTypes, sources, updated, terms, payloads, dense, postChunk, postTerm, postWeight, c.id]),
+    ])
+  }
+
+  // ---- reads -----------------------------------------------------------------------------------------------
+  type Row = { score: number; chunk_id: string; payload: string }
+  const toHits = (rows: readonly Row[]) => rows.map((r) => hitOf(Number(r.score), r.chunk_id, r.payload))
+
+  const denseSearch = async (c: Collection, vector: Float32Array, limit: number, effort: number | undefined, filter: VectorFilter | undefined): Promise<VectorHit[]> => {
+    const params: unknown[] = [vectorText(vector), limit]
+    const cond = filter === undefined ? 'TRUE' : filterSql(filter, params)
+    const dist = `${indexExpr(c.dims)} <=> ${queryExpr(c.dims, '$1')}`
+    // The index orders the scan (relaxed under iterative scans): the outer query orders by the exact distance, and the
+    // score is the exact f32 cosine even when the index is on halfvec.
+    const text = `WITH h AS MATERIALIZED (
+        SELECT p.chunk_id, p.payload, p.dense <=> $1::vector(${c.dims}) AS d FROM ${c.table} p WHERE ${cond} ORDER BY ${dist} LIMIT $2)
+      SELECT 1 - d AS score, chunk_id, payload FROM h ORDER BY d + 0`
+    const ef = effort !== undefined && effort > 0 && effort < 1 ? Math.min(1000, Math.max(limit, Math.ceil(efSearch * effort))) : efSearch
+    let rows: Row[]
+    if (ef === efSearch) {
+      rows = await run(`search ${c.table}`, () => q<Row>(text, params), true)
+    } else {
+      // The session keeps the default list; this query's own lasts for its transaction.
+      const results = await run(`search ${c.table}`, () => client.begin((tx) => [
+        tx.unsafe(`SELECT set_config('hnsw.ef_search', $1, true)`, [String(ef)]),
+        tx.unsafe(text, params as never[]),
+      ]), true)
+      rows = results[1] as unknown as Row[]
+    }
+    if (rows.length < limit && filter !== undefined) {
+      // The iterative scan stopped at hnsw.max_scan_tuples before `limit` rows passed the filter (or fewer pass at
+      // all): rank the rows the filter keeps exactly. `+ 0` keeps the planner off the HNSW index.
+      rows = await run(`search ${c.table}`, () => q<Row>(
+        `SELECT 1 - (p.dense <=> $1::vector(${c.dims})) AS score, p.chunk_id, p.payload FROM ${c.table} p WHERE ${cond}
+         ORDER BY (p.dense <=> $1::vector(${c.dims})) + 0 LIMIT $2`, params), true)
+    }
+    return toHits(rows)
+  }
+
+  const sparseSearch = async (c: Collection, query: { indices: Uint32Array; values: Float32Array }, limit: number, filter: VectorFilter | undefined): Promise<VectorHit[]> => {
+    const params: unknown[] = [Array.from(query.indices, termKey), Array.from(query.values), c.id, limit]
+    // Each query term weighted by its IDF over the whole collection; terms no point holds drop out.
+    const weighted = `q AS (SELECT term, w FROM unnest($1::int4[], $2::float8[]) AS q(term, w)),
+      qi AS (
+        SELECT q.term, q.w * ln((r.points - d.n + 0.5) / (d.n + 0.5) + 1) AS qw
+        FROM q CROSS JOIN (SELECT points::float8 AS points FROM ${REGISTRY} WHERE id = $3) r
+          CROSS JOIN LATERAL (SELECT count(*)::float8 AS n FROM ${c.terms} t WHERE t.term = q.term) d
+        WHERE d.n > 0)`
+    const text = filter === undefined
+      ? `WITH ${weighted},
+          s AS (SELECT t.pid, sum(qi.qw * t.weight) AS score FROM qi JOIN ${c.terms} t ON t.term = qi.term GROUP BY t.pid ORDER BY score DESC LIMIT $4)
+        SELECT s.score, p.chunk_id, p.payload FROM s JOIN ${c.table} p ON p.pid = s.pid ORDER BY s.score DESC`
+      : `WITH ${weighted},
+          s AS (SELECT t.pid, sum(qi.qw * t.weight) AS score FROM qi JOIN ${c.terms} t ON t.term = qi.term GROUP BY t.pid)
+        SELECT s.score, p.chunk_id, p.payload FROM s JOIN ${c.table} p ON p.pid = s.pid WHERE ${filterSql(filter, params)} ORDER BY s.score DESC LIMIT $4`
+    return toHits(await run(`search ${c.terms}`, () => q<Row>(text, params), true))
+  }
+
+  return {
+    name: 'pgvector',
+
+    async ensureCollection(kbId, dims) {
+      if (!Number.isInteger(dims) || dims < 1) throw new AppError('VECTOR_DIMENSION_MISMATCH', 500, `Invalid vector size ${String(dims)} for collection '${kbId}'`)
+      const c = await resolve(kbId, dims)
+      if (c!.dims !== dims) throw dimensionMismatch(kbId, c!.dims, dims)
+    },
+
+    async dropCollection(kbId) {
+      checkKbId(kbId)
+      known.delete(kbId)
+      return run(`drop collection ${kbId}`, () =>
+        client.begin(async (tx) => {
+          await tx.unsafe(`SELECT pg_advisory_xact_lock(${SCHEMA_LOCK})`)
+          const rows = await tx.unsafe(`DELETE FROM ${REGISTRY} WHERE kb_id = $1 RETURNING id`, [kbId])
+          if (rows.length === 0) return false
+          const c = collectionOf(Number(rows[0].id), 0)
+          await tx.unsafe(`DROP TABLE IF EXISTS ${c.table}, ${c.terms}`)
+          return true
+        }) as Promise<boolean>)
+    },
+
+    async hasCollection(kbId) {
+      checkKbId(kbId)
+      return (await lookup(kbId)) !== null
+    },
+
+    async upsert(kbId, points) {
+      if (points.length === 0) return
+      const seen = new Set<number>()
+      for (const p of points) {
+        const problem = pointProblem(p, seen)
+        if (problem !== null) throw invalidPoint(kbId, problem)
+      }
+      // The last of several points with one chunk_id wins, as in the other drivers (one statement may not touch a row twice).
+      const last = new Map<string, VectorPoint>()
+      for (const p of points) {
+        last.delete(p.payload.chunk_id)
+        last.set(p.payload.chunk_id, p)
+      }
+      const unique = [...last.values()]
+      await withCollection(kbId, options.dimensions, undefined, async (c) => {
+        for (const p of unique) if (p.dense.length !== c.dims) throw dimensionMismatch(kbId, c.dims, p.dense.length)
+        for (let i = 0; i < unique.length; i += batchSize) await run(`upsert into ${c.table}`, () => upsertBatch(c, unique.slice(i, i + batchSize)), true)
+      })
+    },
+
+    async deleteByDoc(kbId, docId) {
+      return withCollection(kbId, null, 0, async (c) => {
+        // Two statements: the rows are locked first (in chunk_id order, waiting for a writer of them to commit), and the
+        // delete then runs on a snapshot taken after that wait, so it sees, and removes, the postings that writer left.
+        const results = await run(`delete from ${c.table}`, () => client.begin((tx) => [
+          tx.unsafe(`SELECT count(*) FROM (SELECT pid FROM ${c.table} WHERE doc_id = $1 ORDER BY chunk_id FOR UPDATE) AS locked`, [docId]),
+          tx.unsafe(`WITH gone AS (DELETE FROM ${c.table} WHERE doc_id = $1 RETURNING pid, terms),
+              post AS (DELETE FROM ${c.terms} t USING (SELECT pid, unnest(terms) AS term FROM gone) o WHERE t.term = o.term AND t.pid = o.pid),
+              counted AS (UPDATE ${REGISTRY} SET points = points - (SELECT count(*) FROM gone) WHERE id = $2)
+            SELECT count(*) AS n FROM gone`, [docId, c.id]),
+        ]), true)
+        const row = (results[1] as unknown as { n: number }[])[0]
+        return Number(row.n)
+      })
+    },
+
+    async search(kbId, query: VectorQuery) {
+      const limit = Math.floor(query.limit)
+      const empty = { dense: [] as VectorHit[], sparse: [] as VectorHit[] }
+      if (!(limit > 0)) return empty
+      if (query.filter !== undefined && checkFilter(kbId, query.filter)) return empty
+      return withCollection(kbId, null, empty, async (c) => {
+        if (query.dense !== undefined && query.dense.length !== c.dims) throw dimensionMismatch(kbId, c.dims, query.dense.length)
+        const wantSparse = query.sparse !== undefined && query.sparse.indices.length > 0
+        const [dense, sparse] = await Promise.all([
+          query.dense === undefined ? [] : denseSearch(c, query.dense, limit, query.effort, query.filter),
+          wantSparse ? sparseSearch(c, query.sparse!, limit, query.filter) : [],
+        ])
+        return { dense, sparse }
+      })
+    },
+
+    async docVectors(kbId, docId) {
+      return withCollection(kbId, null, [] as Float32Array[], async (c) => {
+        const rows = await run(`read ${c.table}`, () => q<{ v: string }>(`SELECT dense::text AS v FROM ${c.table} WHERE doc_id = $1 ORDER BY chunk_index, chunk_id`, [docId]), true)
+        return rows.map((r) => parseVector(r.v))
+      })
+    },
+
+    async docChunkCounts(kbId) {
+      return withCollection(kbId, null, new Map<string, number>(), async (c) => {
+        const rows = await run(`count ${c.table}`, () => q<{ doc_id: string; n: number }>(`SELECT doc_id, count(*) AS n FROM ${c.table} GROUP BY doc_id`), true)
+        return new Map(rows.map((r) => [r.doc_id, Number(r.n)]))
+      })
+    },
+
+    async count(kbId) {
+      checkKbId(kbId)
+      const rows = await run(`count ${kbId}`, () => q<{ points: number }>(`SELECT points FROM ${REGISTRY} WHERE kb_id = $1`, [kbId]))
+      return rows.length === 0 ? 0 : Number(rows[0].points)
+    },
+
+    async ping() {
+      if (closed) return false
+      try {
+        await client.unsafe('SELECT 1')
+        return true
+      } catch {
+        return false
+      }
+    },
+
+    async close() {
+      if (closed) return
+      closed = true
+      known.clear()
+      await client.end({ timeout: 5 })
+    },
+  }
+}
