@@ -70,6 +70,8 @@ export default definePlugin<DocsPlugin & { close(): Promise<void> }>({
         staleMs: 60_000,
         burstDocuments: BURST_DOCUMENTS,
       })
+      // A fail through this process's API stops the run at once; one through another process, at the worker's next watch.
+      service.onLeftRunning((docId) => worker?.cancel(docId))
       // Search agrees with every status before the worker takes an event (plugins/docs/reconcile.ts). With the embedded
       // engines this process owns every store, and the pass is quick (the collections are in memory); on the services
       // it may scroll a whole Qdrant while other processes keep working, so it runs beside the worker (its repairs

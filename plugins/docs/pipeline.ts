@@ -1,6 +1,8 @@
 // The ingest pipeline (spec 1, 2.9): validate, dedup, parse, chunk, embed, upsert, meta. CPU-heavy steps run
 // in the compute pool; every status write is a compare-and-set, so a document failed through the API while
-// this runs is never overwritten, and what this run wrote is removed again.
+// this runs is never overwritten, and what this run wrote is removed again. Such a fail also stops the run
+// (worker.ts RunStopped on the run's signal): the pool task in flight is abandoned (its thread ends), embedder
+// calls are cancelled, and the stages check the signal between them and between upsert batches.
 import type { Adapters, ChunkPayload, VectorPoint } from '../../adapters/ports.ts'
 import type { ComputePool } from '../../compute/pool.ts'
 import { contextHeader, encodingTexts } from '../../compute/chunk/context.ts'
@@ -16,7 +18,7 @@ import { docTypeOf } from './formats.ts'
 import type { DocRepo, DocumentRecord } from './repo.ts'
 import type { DocEvent } from './service.ts'
 import { truncateError } from './states.ts'
-import type { Processor } from './worker.ts'
+import { runStopped, type Processor } from './worker.ts'
 import { telemetry } from '../../kernel/telemetry.ts'
 
 export const STAGES = ['validate', 'dedup', 'parse', 'chunk', 'embed', 'upsert', 'meta'] as const
@@ -86,9 +88,14 @@ export function createProcessor(deps: {
     let wroteVectors = false
     /** The document is indexed: what fails after (superseding the older one) must not undo it. */
     let indexed = false
+    /** A check point: a stopped run (or a shutdown) goes no further. */
+    const stage = <T>(name: Stage, fn: () => Promise<T>): Promise<T> => {
+      signal.throwIfAborted()
+      return timed(name, fn)
+    }
     try {
       // validate
-      const { bytes, cfg, docType } = await timed('validate', async () => {
+      const { bytes, cfg, docType } = await stage('validate', async () => {
         if (!doc.storage_key) throw new Error('the document has no stored file')
         const type = (doc.doc_type as DocType | null) ?? docTypeOf(doc.source)
         if (!type) throw new Error(`unsupported file format: ${doc.source}`)
@@ -99,6 +106,7 @@ export function createProcessor(deps: {
         let size = 0
         const limit = settings.ingestion.max_file_size_mb * 1024 * 1024
         for await (const part of stream) {
+          signal.throwIfAborted()
           size += (part as Buffer).length
           if (size > limit) throw new Error(`file is larger than the ${settings.ingestion.max_file_size_mb} MB limit`)
           parts.push(part as Buffer)
@@ -121,7 +129,7 @@ export function createProcessor(deps: {
       // parse (+ dedup signatures, + chunk, sparse and built-in dense vectors unless chunking is semantic, which
       // embeds through the embedder here: all in one worker call)
       const semantic = cfg.chunking.strategy === 'semantic'
-      const analyzed = await timed('parse', () => pool.run('analyze', {
+      const analyzed = await stage('parse', () => pool.run('analyze', {
         bytes, filename: doc.source, contentType: doc.content_type ?? undefined, policy: cfg.ingestion.html_extraction_policy,
         parserPlugins: cfg.ingestion.parser_plugins, dedup: cfg.dedup.enabled ? {
           ngram: cfg.dedup.simhash.ngram, simhash_bits: cfg.dedup.simhash.simhash_bits, num_bands: cfg.dedup.simhash.num_bands,
@@ -146,7 +154,7 @@ export function createProcessor(deps: {
 
       // dedup stages 1-2
       const early = signatures
-        ? await timed('dedup', () => signatureIndex.screen(sql, kbId, docId, signatures, cfg.dedup))
+        ? await stage('dedup', () => signatureIndex.screen(sql, kbId, docId, signatures, cfg.dedup))
         : { verdict: 'unique' as const }
       // The relation rule tells a copy or a revision from a sibling or an overlap before anything is hidden.
       const related = async (v: FinalVerdict): Promise<FinalVerdict> => {
@@ -157,7 +165,7 @@ export function createProcessor(deps: {
       }
       // an identical body under another title is indexed, and supersedes the older document at the end
       let verdict: FinalVerdict = early.verdict === 'identical'
-        ? await timed('dedup', () => related(titleChanged({ verdict: 'identical', match: early.match, score: 1, title: early.title, stage: 1 }, signatures?.title ?? '')))
+        ? await stage('dedup', () => related(titleChanged({ verdict: 'identical', match: early.match, score: 1, title: early.title, stage: 1 }, signatures?.title ?? '')))
         : { verdict: 'unique' }
       if (verdict.verdict === 'identical') {
         await finishIdentical(doc, verdict, title, parsed.doc_type)
@@ -166,7 +174,7 @@ export function createProcessor(deps: {
 
       // chunk (+ sparse vectors, + built-in dense vectors); later chunks are encoded with the document's header
       const header = segmented?.ok ? segmented.header : contextHeader(parsed.pages[0]?.text ?? '', title)
-      const seg = await timed('chunk', async () => {
+      const seg = await stage('chunk', async () => {
         if (segmented) {
           if (!segmented.ok) throw new StageError('chunk', segmented.message)
           return segmented.value
@@ -179,7 +187,7 @@ export function createProcessor(deps: {
       metrics.chunks += seg.chunks.length
 
       // embed
-      const dense = await timed('embed', async () => {
+      const dense = await stage('embed', async () => {
         if (seg.dense.length > 0) {
           const d = embedder.dimensions
           return seg.chunks.map((_, i) => seg.dense.subarray(i * d, (i + 1) * d))
@@ -201,7 +209,7 @@ export function createProcessor(deps: {
             fresh: a.flat, other: b.flat, dims: a.dims || b.dims, matchThreshold, maxPairs: Infinity, counts: { fresh: fresh.length, other: other.length },
           }, { transfer: moved, signal })
         }
-        verdict = await timed('dedup', async () => {
+        verdict = await stage('dedup', async () => {
           const candidates = await rankByIdentity(early.candidates, signatures?.identity ?? null, (ids) => relationSides(sql, ids))
           return related(titleChanged(
             await compare(candidates, dense, (id) => vectors.docVectors(kbId, id), cfg.dedup, signatures ?? undefined, pairs), signatures?.title ?? ''))
@@ -215,12 +223,12 @@ export function createProcessor(deps: {
 
       // upsert
       const now = new Date().toISOString()
-      await timed('upsert', async () => {
+      await stage('upsert', async () => {
         await vectors.ensureCollection(kbId, embedder.dimensions)
         await vectors.deleteByDoc(kbId, docId)
         wroteVectors = true
         const parentIds = seg.parents.map((p) => parentId(docId, p.level, p.index))
-        const points: VectorPoint[] = seg.chunks.map((c: Chunk, i) => ({
+        const point = (c: Chunk, i: number): VectorPoint => ({
           dense: dense[i],
           sparse: unpackSparse(seg.sparse, i),
           payload: {
@@ -228,13 +236,19 @@ export function createProcessor(deps: {
             source: doc.source, doc_type: parsed.doc_type, page_num: c.page_num, page_label: c.page_label, text: c.text,
             start: c.start, end: c.end, parent_chunk_id: c.parent === null ? null : parentIds[c.parent], updated_at: now,
           } satisfies ChunkPayload,
-        }))
-        for (let i = 0; i < points.length; i += UPSERT_BATCH) await vectors.upsert(kbId, points.slice(i, i + UPSERT_BATCH))
+        })
+        // Batch by batch, each a check point: a run stopped here has written at most one more batch.
+        for (let i = 0; i < seg.chunks.length; i += UPSERT_BATCH) {
+          signal.throwIfAborted()
+          const batch: VectorPoint[] = []
+          for (let j = i; j < Math.min(i + UPSERT_BATCH, seg.chunks.length); j++) batch.push(point(seg.chunks[j], j))
+          await vectors.upsert(kbId, batch)
+        }
       })
 
       // meta (no transaction: until the final compare-and-set the document is `running`, and a crash before it
       // makes recovery run it again; signature rows of a document that is not indexed are never compared)
-      await timed('meta', async () => {
+      await stage('meta', async () => {
         const reindex = doc.chunk_count !== null
         if (reindex) await sql.query('DELETE FROM parent_chunks WHERE doc_id = $1', [docId])
         if (seg.parents.length > 0) {
@@ -254,6 +268,7 @@ export function createProcessor(deps: {
         // auto-merge reads these rows: an answer cached since the vectors landed may lack them or hold the old ones
         if (reindex || seg.parents.length > 0) await adapters.searchCache.bump(kbId).catch(() => {})
         const fields = { chunk_count: seg.chunks.length, embedding_model: embedder.model, title, doc_type: parsed.doc_type }
+        signal.throwIfAborted()
         let moved: boolean
         if (signatures) {
           const seq = await finishIndexed(sql, kbId, docId, signatures, fields, records.fresh)
@@ -279,13 +294,19 @@ export function createProcessor(deps: {
       })
       metrics.indexed++
     } catch (err) {
-      if (signal.aborted) throw err // shutting down: the row stays running and recovery re-queues it
       if (indexed) {
         metrics.indexed++
         log.warn({ err, doc_id: docId }, 'document indexed, but superseding the older document failed')
         return
       }
-      if (wroteVectors || err instanceof Superseded) await cleanup(kbId, docId).catch(() => {})
+      // Stopped: the document left running (a fail through the API); nothing of this run is in flight any more.
+      const stopped = runStopped(signal)
+      if (signal.aborted && !stopped) throw err // shutting down: the row stays running and recovery re-queues it
+      if (wroteVectors || stopped || err instanceof Superseded) await cleanup(kbId, docId).catch((e) => log.warn({ err: e, doc_id: docId }, 'cleanup after a discarded run failed'))
+      if (stopped) {
+        log.info({ doc_id: docId, kb_id: kbId }, 'document left running while being processed (failed through the API): run stopped, what it wrote removed')
+        return
+      }
       if (err instanceof Superseded) {
         log.info({ doc_id: docId }, 'document changed state while processing; result discarded')
         return

@@ -236,6 +236,23 @@ export function createDocRepo(db: SqlRunner, opts: DocRepoOptions) {
       await db.query('UPDATE documents SET heartbeat_at = now() WHERE doc_id = ANY($1::text[])', [docIds as string[]])
     },
 
+    /**
+     * Of the runs given (a document and its claim's process_started_at), those whose row is no longer in that run:
+     * gone, out of `running` (failed through the API), or running a later claim. Timestamps match to the
+     * millisecond (they cross as ISO strings; two claims of one document are never that close).
+     */
+    async leftRunning(runs: readonly { docId: string; startedAt: string | null }[]): Promise<string[]> {
+      if (runs.length === 0) return []
+      const rows = await db.query<{ doc_id: string }>(
+        `SELECT r.doc_id FROM unnest($1::text[], $2::timestamptz[]) AS r(doc_id, started_at)
+           LEFT JOIN documents d ON d.doc_id = r.doc_id
+         WHERE d.doc_id IS NULL OR d.status <> 'running'
+            OR (r.started_at IS NOT NULL AND (d.process_started_at IS NULL OR abs(extract(epoch FROM d.process_started_at - r.started_at)) >= 0.001))`,
+        [runs.map((r) => r.docId), runs.map((r) => r.startedAt)],
+      )
+      return rows.map((r) => r.doc_id)
+    },
+
     /** Rows in an active state whose heartbeat is older than staleMs (left behind by a crashed process). */
     async stale(states: readonly DocStatus[], staleMs: number): Promise<DocumentRecord[]> {
       return db.query<DocumentRecord>(

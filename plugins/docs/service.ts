@@ -58,6 +58,11 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
   const repoOpts = { chunkStrategy: settings.chunking.strategy }
   const repo = createDocRepo(adapters.sql, repoOpts)
   const hooks: IngestHook[] = []
+  /** Told of a document moved out of `running` through the API (the built-in worker stops its run). */
+  const leftRunning: ((docId: string) => void)[] = []
+  const tellLeftRunning = (docId: string) => {
+    for (const fn of leftRunning) fn(docId)
+  }
   let docCap: DocCap | null = null
   const maxBytes = settings.ingestion.max_file_size_mb * 1024 * 1024
 
@@ -222,6 +227,10 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
     addIngestHook(hook: IngestHook) {
       hooks.push(hook)
     },
+    /** Calls fn with the id of a document this process moves out of `running` (fail, recover). */
+    onLeftRunning(fn: (docId: string) => void) {
+      leftRunning.push(fn)
+    },
     /** [ENT] Installs the document cap (the limits plugin). */
     setDocumentCap(cap: DocCap) {
       docCap = cap
@@ -355,6 +364,7 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
       if (doc.status !== 'running') throw notRecoverable(doc.status)
       const failed = await repo.transition(docId, ['running'], 'failed', { last_error: RECOVER_REASON })
       if (!failed) throw notRecoverable(await statusNow(kbId, docId))
+      tellLeftRunning(docId)
       await adapters.queue.removeByKey(INGEST_TOPIC, docId).catch(() => 0)
       if (!(await repo.transition(docId, ['failed'], 'pending', { pending_op: 'ingest' }))) throw activeConflict((await repo.getById(docId)) ?? doc)
       await enqueue({ op: 'ingest', kb_id: kbId, doc_id: docId, force: true })
@@ -389,13 +399,17 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
       const message = truncateError(reason?.trim() ? reason.trim() : FAIL_REASON)
       const failed = await repo.transition(docId, FAILABLE, 'failed', { last_error: message })
       if (!failed) throw notFailable(await statusNow(kbId, docId))
+      // Read as pending, it may have been claimed since: the worker is told either way (a no-op if it is not running it).
+      tellLeftRunning(docId)
       await adapters.queue.removeByKey(INGEST_TOPIC, docId).catch(() => 0)
       await adapters.vectors.deleteByDoc(kbId, docId).catch(() => 0)
       await adapters.sql.query('DELETE FROM parent_chunks WHERE doc_id = $1', [docId])
       await promoteDuplicates(docId)
       const out: Record<string, unknown> = { kb_id: kbId, doc_id: docId, status: 'failed' }
-      if (settings.queue_worker.enabled && (doc.status === 'running' || doc.status === 'deleting')) {
-        out.warning = 'The built-in worker cannot stop a background task that is already running; it will find the document failed and will not overwrite this status.'
+      if (settings.queue_worker.enabled && doc.status === 'running') {
+        out.warning = 'The built-in worker stops the running task at its next check point, within about a second, and removes what it wrote; this status is not overwritten.'
+      } else if (settings.queue_worker.enabled && doc.status === 'deleting') {
+        out.warning = 'The built-in worker finishes the delete already under way (its chunks, and its file for a permanent delete, are removed); this status is not overwritten.'
       }
       return out
     },

@@ -2,6 +2,9 @@
 // once when something is queued), at most max_per_poll events per poll. An event for a document that is
 // already being processed goes to the delay queue for retry_interval_sec. Stale rows left by a crashed
 // process (no heartbeat, or pending with no event queued) are re-queued or failed, at start and periodically.
+// A document that leaves `running` while it is processed (failed through the API, in this process or another)
+// has its run stopped: at once when this process is told (cancel), else at the next watch tick, which reads the
+// status of the rows in progress; the pipeline honours the run's signal at its check points and cleans up.
 import type { Queue, QueueMessage } from '../../adapters/ports.ts'
 import type { Logger } from '../../kernel/log.ts'
 import type { DocRepo, DocumentRecord, PendingOp } from './repo.ts'
@@ -21,6 +24,11 @@ export interface WorkerOptions {
   leaseMs: number
   heartbeatMs: number
   /**
+   * How often the rows in progress are read to notice one that left `running` in another process (a fail
+   * through an API process); default 500 ms. One query per tick, and none while nothing is in progress.
+   */
+  watchMs?: number
+  /**
    * A row in uploading/running/deleting whose heartbeat is older than this belongs to a dead process; so does a
    * row pending this long with no event in the queue.
    */
@@ -32,6 +40,21 @@ export interface WorkerOptions {
   burstDocuments?: number
   burstIdleMs?: number
 }
+
+/**
+ * The abort reason of a run whose document left `running` while it was processed (a fail through the API): the
+ * pipeline stops at its next check point, removes what it wrote and leaves the status alone. Any other abort
+ * reason is a shutdown, after which the row stays running for recovery.
+ */
+export class RunStopped extends Error {
+  constructor(readonly docId: string) {
+    super(`document ${docId} left running while it was being processed`)
+    this.name = 'RunStopped'
+  }
+}
+
+/** The run was stopped because its document left `running` (not a shutdown). */
+export const runStopped = (signal: AbortSignal): boolean => signal.aborted && signal.reason instanceof RunStopped
 
 export interface Processor {
   /** doc comes from the claim, with its KB's settings overrides. */
@@ -45,18 +68,26 @@ export interface Worker {
   stop(graceMs: number): Promise<void>
   /** Resolves when no event is queued or in progress (tests and benchmarks). */
   idle(): Promise<void>
+  /**
+   * Stops the run of a document that left `running` (a fail through the API of this process): its pipeline stops at
+   * its next check point and frees its slot. False when this process is not processing it.
+   */
+  cancel(docId: string): boolean
   readonly active: number
 }
 
 export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Processor; log: Logger; afterBurst?: () => void }, opts: WorkerOptions): Worker {
   const { queue, repo, processor, log } = deps
-  const inProgress = new Map<string, AbortController>()
+  /** Runs in progress: their abort, and the claim's process_started_at, which tells this run from a later one. */
+  const inProgress = new Map<string, { abort: AbortController; startedAt: string | null }>()
   let running = false
   let wake: (() => void) | null = null
   let loop: Promise<void> | null = null
   let unsubscribe: (() => void) | null = null
   let recoveryTimer: NodeJS.Timeout | null = null
   let heartbeatTimer: NodeJS.Timeout | null = null
+  let watchTimer: NodeJS.Timeout | null = null
+  let watching = false
   const idleWaiters: (() => void)[] = []
   let lastPendingCheck = -Infinity
   // Documents handled since afterBurst last ran, and its timer while the worker is idle.
@@ -107,10 +138,12 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
       return queue.ack(INGEST_TOPIC, msg.id)
     }
 
+    // A stopped run of the same document still removing what it wrote: the new run waits until it is done.
+    if (inProgress.has(event.doc_id)) return queue.defer(INGEST_TOPIC, msg.id, opts.retryIntervalMs)
     const claimed = await repo.claimIngest(event.doc_id)
     if (!claimed) return release(msg)
     const abort = new AbortController()
-    inProgress.set(event.doc_id, abort)
+    inProgress.set(event.doc_id, { abort, startedAt: claimed.process_started_at })
     try {
       await telemetry.span('ingest.document', () => processor.ingest(claimed, event, abort.signal), { 'quarry.kb_id': claimed.kb_id, 'quarry.doc_id': claimed.doc_id })
     } catch (err) {
@@ -171,6 +204,26 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
     if (depth && depth.ready + depth.delayed + depth.inflight === 0) for (const w of idleWaiters.splice(0)) w()
   }
 
+  function cancel(docId: string): boolean {
+    const run = inProgress.get(docId)
+    if (!run) return false
+    if (!run.abort.signal.aborted) run.abort.abort(new RunStopped(docId))
+    return true
+  }
+
+  /** Stops the runs whose rows left `running`, or were claimed again by a later run (a fail, then a re-upload). */
+  async function watch(): Promise<void> {
+    if (watching || inProgress.size === 0) return
+    watching = true
+    try {
+      const runs = [...inProgress].filter(([, r]) => !r.abort.signal.aborted).map(([docId, r]) => ({ docId, startedAt: r.startedAt }))
+      if (runs.length === 0) return
+      for (const docId of await repo.leftRunning(runs)) cancel(docId)
+    } finally {
+      watching = false
+    }
+  }
+
   /**
    * Rows stuck with no live process behind them: uploading, running or deleting with no heartbeat, and pending
    * with no event queued (a process killed between writing the row and queueing its event).
@@ -225,6 +278,10 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
         void repo.heartbeat([...inProgress.keys()]).catch((err) => log.warn({ err }, 'heartbeat failed'))
       }, opts.heartbeatMs)
       heartbeatTimer.unref()
+      watchTimer = setInterval(() => {
+        void watch().catch((err) => log.warn({ err }, 'watch of the documents in progress failed'))
+      }, opts.watchMs ?? 500)
+      watchTimer.unref()
       recoveryTimer = setInterval(() => {
         void recover(opts.staleMs).catch((err) => log.warn({ err }, 'recovery pass failed'))
       }, Math.max(opts.staleMs / 2, 1000))
@@ -236,11 +293,12 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
       running = false
       unsubscribe?.()
       if (heartbeatTimer) clearInterval(heartbeatTimer)
+      if (watchTimer) clearInterval(watchTimer)
       if (recoveryTimer) clearInterval(recoveryTimer)
       nudge()
       const timeout = new Promise<void>((r) => setTimeout(r, graceMs).unref())
       await Promise.race([loop, timeout])
-      for (const a of inProgress.values()) a.abort()
+      for (const r of inProgress.values()) r.abort.abort()
     },
     idle() {
       return new Promise<void>((resolve) => {
@@ -248,5 +306,6 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
         nudge()
       })
     },
+    cancel,
   }
 }
