@@ -641,25 +641,35 @@ export interface IndexedFields {
 }
 
 /**
- * The end of a successful ingest in one statement: the document's signature row replaced,
- * and the document moved running -> indexed (compare-and-set). Returns the signature's sequence number, or
- * null when the document left `running` meanwhile; the signatures written then are removed by the caller's
- * clean-up.
+ * The end of a successful ingest in one statement: the document's signature row replaced, the document moved
+ * running -> indexed (compare-and-set), and, for a revision, the document it supersedes moved indexed -> outdated
+ * in the same statement (issue 42: two statements left both indexed when the process died between them, and
+ * nothing could tell afterwards). The superseded document's vectors are removed after; a crash before that leaves
+ * an outdated document with vectors, which start-up reconciliation (reconcile.ts) deletes. Returns the signature's
+ * sequence number and whether the older document was superseded (it may have left `indexed` meanwhile), or null
+ * when this document left `running` meanwhile (nothing is superseded then); the signatures written then are removed
+ * by the caller's clean-up.
  */
-export async function finishIndexed(db: SqlRunner, kbId: string, docId: string, sig: Signatures, f: IndexedFields, dedup: DedupRecord | null = null): Promise<number | null> {
-  const rows = await db.query<{ seq: number }>(
+export async function finishIndexed(db: SqlRunner, kbId: string, docId: string, sig: Signatures, f: IndexedFields, dedup: DedupRecord | null = null,
+  supersede: { docId: string; dedup: DedupRecord | null } | null = null): Promise<{ seq: number; superseded: boolean } | null> {
+  const rows = await db.query<{ seq: number; superseded: number }>(
     `WITH sig AS (
             INSERT INTO dedup_signatures (doc_id, kb_id, simhash, minhash, title, chunk_count, identity) VALUES ($1, $2, $3, $4, $5, $6, $11)
             ON CONFLICT (doc_id) DO UPDATE SET simhash = EXCLUDED.simhash, minhash = EXCLUDED.minhash, title = EXCLUDED.title,
               chunk_count = EXCLUDED.chunk_count, identity = EXCLUDED.identity, created_at = now(), seq = nextval(pg_get_serial_sequence('dedup_signatures', 'seq'))
-            RETURNING doc_id, seq)
-     UPDATE documents SET status = 'indexed', updated_at = now(), process_finished_at = now(), heartbeat_at = NULL, chunk_count = $6, embedding_model = $7, title = $8,
-       doc_type = $9, last_error = NULL, duplicate_of = NULL, dedup = $10::jsonb
-     WHERE doc_id = $1 AND status = 'running' RETURNING doc_id, (SELECT seq FROM sig) AS seq`,
+            RETURNING doc_id, seq),
+          me AS (
+            UPDATE documents SET status = 'indexed', updated_at = now(), process_finished_at = now(), heartbeat_at = NULL, chunk_count = $6, embedding_model = $7,
+              title = $8, doc_type = $9, last_error = NULL, duplicate_of = NULL, dedup = $10::jsonb
+            WHERE doc_id = $1 AND status = 'running' RETURNING doc_id),
+          old AS (
+            UPDATE documents SET status = 'outdated', updated_at = now(), heartbeat_at = NULL, deleted_at = NULL, duplicate_of = $1, dedup = $13::jsonb
+            WHERE doc_id = $12::text AND status = 'indexed' AND EXISTS (SELECT 1 FROM me) RETURNING doc_id)
+     SELECT (SELECT seq FROM sig) AS seq, (SELECT count(*) FROM old)::int AS superseded FROM me`,
     [docId, kbId, sig.simhash, toBytes(sig.minhash), sig.title, f.chunk_count, f.embedding_model, f.title, f.doc_type,
-      dedup, sig.identity ?? null],
+      dedup, sig.identity ?? null, supersede?.docId ?? null, supersede?.dedup ?? null],
   )
-  return rows.length > 0 ? Number(rows[0].seq) : null
+  return rows.length > 0 ? { seq: Number(rows[0].seq), superseded: Number(rows[0].superseded) > 0 } : null
 }
 
 /** Records that two documents are distinct (a restore): neither is judged against the other again. */

@@ -270,10 +270,15 @@ export function createProcessor(deps: {
         const fields = { chunk_count: seg.chunks.length, embedding_model: embedder.model, title, doc_type: parsed.doc_type }
         signal.throwIfAborted()
         let moved: boolean
+        let superseded = false
+        const supersedes = verdict.verdict === 'similar' || verdict.verdict === 'title_changed' ? verdict.match : null
         if (signatures) {
-          const seq = await finishIndexed(sql, kbId, docId, signatures, fields, records.fresh)
-          moved = seq !== null
-          if (seq !== null) signatureIndex.add(kbId, docId, signatures, seq)
+          // a revision supersedes the older document in the statement that indexes it (issue 42: no crash can leave
+          // both indexed); the older one's vectors go after, and start-up reconciliation removes them if a crash came first
+          const done = await finishIndexed(sql, kbId, docId, signatures, fields, records.fresh, supersedes ? { docId: supersedes, dedup: records.older } : null)
+          moved = done !== null
+          superseded = done?.superseded ?? false
+          if (done) signatureIndex.add(kbId, docId, signatures, done.seq)
         } else {
           if (reindex) await dropSignatures(sql, docId)
           moved = (await repo.transition(docId, ['running'], 'indexed', { ...fields, last_error: null, duplicate_of: null, dedup: null })) !== null
@@ -281,15 +286,12 @@ export function createProcessor(deps: {
         if (!moved) throw new Superseded()
         indexed = true
         if (signatures) countVerdict(verdict)
-        if (verdict.verdict === 'similar' || verdict.verdict === 'title_changed') {
-          const old = await repo.transition(verdict.match, ['indexed'], 'outdated', { duplicate_of: docId, dedup: records.older })
-          if (old) {
-            signatureIndex.forget(kbId, verdict.match)
-            await vectors.deleteByDoc(kbId, verdict.match)
-            await sql.query('DELETE FROM parent_chunks WHERE doc_id = $1', [verdict.match])
-            log.info({ doc_id: docId, outdated: verdict.match, verdict: verdict.verdict }, verdict.verdict === 'similar'
-              ? 'similar document supersedes an older one' : 'identical content under a new title supersedes the older document')
-          }
+        if (supersedes !== null && superseded) {
+          signatureIndex.forget(kbId, supersedes)
+          await vectors.deleteByDoc(kbId, supersedes)
+          await sql.query('DELETE FROM parent_chunks WHERE doc_id = $1', [supersedes])
+          log.info({ doc_id: docId, outdated: supersedes, verdict: verdict.verdict }, verdict.verdict === 'similar'
+            ? 'similar document supersedes an older one' : 'identical content under a new title supersedes the older document')
         }
       })
       metrics.indexed++

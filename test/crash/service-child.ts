@@ -22,10 +22,15 @@ try {
   process.exit(1)
 }
 
-/** Documents this process moved to `outdated` (a status write is `UPDATE documents SET status = $3 ...`, $3 the new status). */
+/**
+ * Documents this process moved to `outdated`: a status write (`UPDATE documents SET status = $3 ...`, $3 the new
+ * status), or the superseded document of a revision's finishing statement (plugins/docs/dedup.ts finishIndexed, `WITH
+ * sig AS ...`, $12 the document it supersedes in the same statement).
+ */
 const outdated = new Set<string>()
 const note = (text: string, params?: readonly unknown[]) => {
   if (/^\s*UPDATE documents\b/.test(text) && params?.[2] === 'outdated' && typeof params[0] === 'string') outdated.add(params[0])
+  if (/^\s*WITH sig AS\b/.test(text) && typeof params?.[11] === 'string') outdated.add(params[11])
 }
 const runner = <R extends SqlRunner>(r: R): R => Object.assign(Object.create(r) as R, {
   query: (text: string, params?: readonly unknown[]) => {

@@ -21,6 +21,33 @@ function signature(seed: number): Signatures {
 }
 
 describe('dedup signature index', () => {
+  it('a revision supersedes in the statement that indexes it, and only while it is still running (issue 42)', async (t) => {
+    const sql = await createPgliteSql()
+    t.after(() => sql.close())
+    await migrate(sql)
+    await sql.query("INSERT INTO knowledge_bases (kb_id) VALUES ('kb')")
+    const insert = (id: string, status: string) => sql.query('INSERT INTO documents (doc_id, kb_id, source, status) VALUES ($1, $2, $3, $4)', [id, 'kb', `${id}.txt`, status])
+    const statusOf = async (id: string) => (await sql.query<{ status: string; duplicate_of: string | null; dedup: any }>('SELECT status, duplicate_of, dedup FROM documents WHERE doc_id = $1', [id]))[0]
+    const fields = { chunk_count: 1, embedding_model: 'm', title: 't', doc_type: 'txt' }
+    const older = { verdict: 'similar' as const, stage: 3 as const, score: 0.8, matched_doc_id: 'new0000000000001', reason: 'superseded' }
+    await insert('old0000000000001', 'indexed')
+    await insert('new0000000000001', 'running')
+    const done = await finishIndexed(sql, 'kb', 'new0000000000001', signature(1), fields, null, { docId: 'old0000000000001', dedup: older })
+    assert.equal(done?.superseded, true)
+    assert.equal((await statusOf('new0000000000001')).status, 'indexed')
+    assert.deepEqual(await statusOf('old0000000000001'), { status: 'outdated', duplicate_of: 'new0000000000001', dedup: older })
+    // a revision failed through the API meanwhile supersedes nothing
+    await insert('old0000000000002', 'indexed')
+    await insert('new0000000000002', 'failed')
+    assert.equal(await finishIndexed(sql, 'kb', 'new0000000000002', signature(2), fields, null, { docId: 'old0000000000002', dedup: older }), null)
+    assert.equal((await statusOf('old0000000000002')).status, 'indexed')
+    // an older document that left indexed meanwhile stays as it is
+    await insert('old0000000000003', 'deleted')
+    await insert('new0000000000003', 'running')
+    assert.deepEqual(await finishIndexed(sql, 'kb', 'new0000000000003', signature(3), fields, null, { docId: 'old0000000000003', dedup: older }), { seq: (await sql.query<{ seq: number }>("SELECT seq FROM dedup_signatures WHERE doc_id = 'new0000000000003'"))[0].seq, superseded: false })
+    assert.equal((await statusOf('old0000000000003')).status, 'deleted')
+  })
+
   it('reads the database at most once per refresh interval and sees its own commits at once', async (t) => {
     const sql = await createPgliteSql()
     t.after(() => sql.close())
@@ -40,8 +67,8 @@ describe('dedup signature index', () => {
     assert.deepEqual(await index.screen(counting, 'kb', 'new0000000000001', signature(2), cfg), { verdict: 'unique' })
     assert.equal(selects, 1)
     // Committed by this process: added to the index, found identical without another read.
-    const seq = await finishIndexed(sql, 'kb', 'aaaaaaaaaaaaaaa1', sigA, { chunk_count: 1, embedding_model: 'm', title: 't', doc_type: 'txt' })
-    assert.ok(seq !== null && seq > 0)
+    const seq = (await finishIndexed(sql, 'kb', 'aaaaaaaaaaaaaaa1', sigA, { chunk_count: 1, embedding_model: 'm', title: 't', doc_type: 'txt' }))!.seq
+    assert.ok(seq > 0)
     // The signature row alone: band keys are read by nothing and no longer written (migration 008).
     assert.deepEqual(await sql.query('SELECT count(*)::int AS n FROM dedup_bands'), [{ n: 0 }])
     assert.deepEqual(await sql.query("SELECT doc_id FROM dedup_signatures WHERE kb_id = 'kb'"), [{ doc_id: 'aaaaaaaaaaaaaaa1' }])
@@ -78,7 +105,7 @@ describe('dedup signature index', () => {
       await sql.query(`INSERT INTO documents (doc_id, kb_id, source, status) VALUES ($1, 'kb', $2, 'running')`, [id, `${id}.txt`])
       assert.equal((await index.screen(counting, 'kb', id, signature(100 + i), cfg)).verdict, 'unique')
       const sig = signature(100 + i)
-      index.add('kb', id, sig, (await finishIndexed(sql, 'kb', id, sig, { chunk_count: 1, embedding_model: 'm', title: 't', doc_type: 'txt' }))!)
+      index.add('kb', id, sig, (await finishIndexed(sql, 'kb', id, sig, { chunk_count: 1, embedding_model: 'm', title: 't', doc_type: 'txt' }))!.seq)
     }
     assert.equal(read.length, docs)
     // Each read holds the one commit since the last plus the window read again for late commits (16 numbers),
