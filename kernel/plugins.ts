@@ -3,6 +3,7 @@ import type { Plugin } from './plugin.ts'
 import apidocs from '../plugins/apidocs/index.ts'
 import authz from '../plugins/authz/index.ts'
 import connectors from '../plugins/connectors/index.ts'
+import operatorConsole from '../plugins/console/index.ts'
 import docs from '../plugins/docs/index.ts'
 import health from '../plugins/health/index.ts'
 import kb from '../plugins/kb/index.ts'
@@ -11,4 +12,4 @@ import mcp from '../plugins/mcp/index.ts'
 import metrics from '../plugins/metrics/index.ts'
 import search from '../plugins/search/index.ts'
 
-export const defaultPlugins = (): Plugin<any>[] => [authz, health, kb, docs, connectors, search, mcp, metrics, apidocs, limits]
+export const defaultPlugins = (): Plugin<any>[] => [authz, health, kb, docs, connectors, search, mcp, metrics, apidocs, operatorConsole, limits]

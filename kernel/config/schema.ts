@@ -205,6 +205,11 @@ export const SettingsSchema = Type.Object({
     enabled: bool(true, 'false disables /mcp.'),
     transport: oneOf(['streamable-http', 'stdio', 'sse'], 'streamable-http', 'MCP transport.'),
   }, 'Model Context Protocol endpoint.'),
+  console: section({
+    enabled: bool(true, 'false: no operator console at /console.'),
+    oidc_client_id: str('quarry-console', "[ENT] Public client (authorization code with PKCE, no secret) the console signs in with. At the issuer: redirect URI and post-logout redirect URI '<service origin>/console', web origin '<service origin>' (CORS on the token endpoint)."),
+    oidc_scope: str('openid profile email', '[ENT] Scopes the console asks for.'),
+  }, 'Operator console in the browser (Quarry addition).'),
   tracing: section({
     enabled: bool(false, 'false = tracing client not initialised.'),
     langfuse_baseurl: str('', 'Tracing backend address.'),

@@ -7,7 +7,7 @@ import * as crypto from 'node:crypto'
 import type { Embedder, SearchCache } from '../../adapters/ports.ts'
 import type { Settings } from '../../kernel/config/schema.ts'
 import type { Logger } from '../../kernel/log.ts'
-import type { SearchInput, SearchOutput, SearchPlan, SearchService } from './service.ts'
+import type { SearchInput, SearchOutput, SearchPlan, SearchService, SearchTiming } from './service.ts'
 import { telemetry } from '../../kernel/telemetry.ts'
 
 /** Raised when the stored format changes, so that instances of two releases never read each other's answers. */
@@ -58,8 +58,8 @@ export const finish = (head: string, status: 'hit' | 'miss', latencyMs: number) 
   `${head}"cache_status":"${status}","latency_ms":${latencyMs}}}`
 
 export interface CachedSearch {
-  /** The answer's JSON text, from the cache or searched (and then kept). */
-  searchJson(input: SearchInput): Promise<string>
+  /** The answer's JSON text, from the cache or searched (and then kept); `timing` is filled when given. */
+  searchJson(input: SearchInput, timing?: SearchTiming): Promise<string>
   /** DELETE /api/search/cache: removes the answers that include kb_id (every answer when omitted). */
   clear(kbId?: string): Promise<number>
 }
@@ -73,7 +73,7 @@ export function createCachedSearch(service: SearchService, cache: SearchCache, f
   }
 
   return {
-    async searchJson(input) {
+    async searchJson(input, timing) {
       const started = performance.now()
       const plan = await service.plan(input)
       const key = cacheKey(fingerprint, plan)
@@ -85,13 +85,15 @@ export function createCachedSearch(service: SearchService, cache: SearchCache, f
         if (found.value !== null) {
           const ms = Math.round(performance.now() - started)
           telemetry.searched(plan.opts.mode, plan.kbIds.length, 'hit', ms)
+          if (timing) timing.cache = 'hit'
           return finish(found.value, 'hit', ms)
         }
         versions = found.versions
       } catch (err) {
         warn('lookup', err)
       }
-      const { output, kbsWithHits } = await service.run(plan, started)
+      if (timing) timing.cache = 'miss'
+      const { output, kbsWithHits } = await service.run(plan, started, timing)
       const { head, latency } = serialise(output)
       // A fallback is a passing failure of the reranker: it is not what the next caller should get.
       if (!output.meta.rerank_fallback) {

@@ -81,6 +81,19 @@ export interface SearchRun {
   kbsWithHits: string[]
 }
 
+/**
+ * Where a search's time went, in milliseconds (the Server-Timing header of POST /api/search): the query's
+ * embedding, each KB's search (concurrent, so they overlap), the fusion across KBs and the reranker. A stage
+ * that did not run is absent; a cached answer has none of them.
+ */
+export interface SearchTiming {
+  cache?: 'hit' | 'miss'
+  embed?: number
+  kb: [kbId: string, ms: number][]
+  fusion?: number
+  rerank?: number
+}
+
 export const KB_IDS_REQUIRED = 'kb_ids must contain at least one entry.'
 
 /** Request options over global settings; nested ({hybrid: {alpha}}) and dot-key ("hybrid.alpha") forms both count. */
@@ -210,27 +223,37 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
     return { query, kbIds: f.kbIds, opts, merges: await mergeSettings(f.kbIds), filter: f.filter }
   }
 
-  async function run(p: SearchPlan, started: number): Promise<SearchRun> {
+  async function run(p: SearchPlan, started: number, timing?: SearchTiming): Promise<SearchRun> {
     const { query, kbIds, opts, merges, filter } = p
     const needDense = opts.mode === 'similarity' || opts.alpha > 0
     const needSparse = opts.mode === 'hybrid' && opts.alpha < 1
+    let t = performance.now()
     const [dense] = needDense ? await telemetry.span('search.embed', () => embedder.embed([query])) : [undefined]
+    if (timing && needDense) timing.embed = performance.now() - t
     const sparse = needSparse ? encodeQuery(query) : undefined
     const efforts = dense === undefined ? undefined : await denseEfforts(kbIds)
     const perKb = await Promise.all(kbIds.map((id) =>
-      telemetry.span('search.kb', () => searchKb(id, opts, dense, sparse, merges.get(id)!, efforts?.get(id), filter), { 'quarry.kb_id': id })))
+      telemetry.span('search.kb', async () => {
+        const kbStarted = performance.now()
+        const out = await searchKb(id, opts, dense, sparse, merges.get(id)!, efforts?.get(id), filter)
+        timing?.kb.push([id, performance.now() - kbStarted])
+        return out
+      }, { 'quarry.kb_id': id })))
 
     const lists = perKb.map((k) => k.ranked)
     const counts = { pooled: 0 }
+    t = performance.now()
     const pooled: Pooled[] = telemetry.span('search.fusion', () => opts.mode === 'hybrid'
       ? poolByRank(lists, r.hybrid.rrf_k, opts.top_k, counts)
       : poolByScore(lists, opts.min_score, opts.top_k, counts))
+    if (timing) timing.fusion = performance.now() - t
 
     let results: SearchResultItem[] = pooled.map((x) => toResult(x))
     let reranked = false
     let fallback = false
     if (opts.rerank && results.length > 0) {
       const topN = Math.min(opts.rerank_top_n, results.length)
+      t = performance.now()
       try {
         const order = await telemetry.span('search.rerank', () => rerank(
           { url: r.rerank.url, apiKey: r.rerank.api_key, model: r.rerank.model, timeoutMs: r.rerank.timeout_sec * 1000 },
@@ -245,6 +268,7 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
         results = results.slice(0, topN)
         fallback = true
       }
+      if (timing) timing.rerank = performance.now() - t
     }
     return {
       output: {

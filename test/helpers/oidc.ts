@@ -27,6 +27,11 @@ export interface OidcServer {
   clientToken(clientId: string): Promise<string>
   /** A user's access token: the authorization-code flow a browser would run, login and consent included. */
   userToken(userId: string): Promise<string>
+  /**
+   * Registers a public client for a browser (the console): authorization code with PKCE, no secret, its token
+   * endpoint open to CORS requests from `origins`. The provider is rebuilt with it (as a rotation does).
+   */
+  addBrowserClient(client: BrowserClient): void
   /** A token signed by one of the provider's own published keys, as if it issued it (for claims it would not issue). */
   sign(payload: JWTPayload, opts?: { alg?: 'RS256' | 'PS256' | 'ES256'; kid?: string }): Promise<string>
   /** A new RSA key signs from now on; the previous keys stay published. Returns the new kid. */
@@ -34,6 +39,14 @@ export interface OidcServer {
   /** Stops publishing a key. */
   retire(kid: string): void
   close(): Promise<void>
+}
+
+export interface BrowserClient {
+  client_id: string
+  redirect_uris: string[]
+  post_logout_redirect_uris?: string[]
+  /** Origins whose pages may call the token endpoint (CORS). */
+  origins: string[]
 }
 
 type PrivateJwk = JWK & { kid: string; alg: string }
@@ -65,6 +78,7 @@ export async function startOidc(opts: { clients: OidcClient[]; users?: Record<st
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
   const claimsOf = new Map(opts.clients.map((c) => [c.client_id, c.claims ?? {}]))
   const users = opts.users ?? {}
+  const browserClients: BrowserClient[] = []
 
   // oidc-provider reads its keys at construction: a rotation builds a new provider behind the same server.
   const build = () => {
@@ -78,7 +92,13 @@ export async function startOidc(opts: { clients: OidcClient[]; users?: Record<st
           client_id: WEB_CLIENT.client_id, client_secret: WEB_CLIENT.client_secret,
           grant_types: ['authorization_code'], response_types: ['code'], redirect_uris: [WEB_CLIENT.redirect_uri],
         },
+        ...browserClients.map((c) => ({
+          client_id: c.client_id, token_endpoint_auth_method: 'none' as const, grant_types: ['authorization_code'], response_types: ['code' as const],
+          redirect_uris: c.redirect_uris, post_logout_redirect_uris: c.post_logout_redirect_uris ?? [],
+        })),
       ],
+      // Only the browser clients' own pages may call the token endpoint from another origin.
+      clientBasedCORS: (_ctx, origin, client) => browserClients.some((c) => c.client_id === client.clientId && c.origins.includes(origin)),
       jwks: { keys: keys as never },
       cookies: { keys: [tag] },
       findAccount: (_ctx, sub) => (users[sub] ? { accountId: sub, claims: () => ({ sub, ...users[sub] }) } : undefined),
@@ -159,6 +179,10 @@ export async function startOidc(opts: { clients: OidcClient[]; users?: Record<st
       const code = new URL(next).searchParams.get('code')
       if (!code) throw new Error(`no code in ${next}`)
       return token(WEB_CLIENT, { grant_type: 'authorization_code', code, redirect_uri: WEB_CLIENT.redirect_uri, code_verifier: verifier })
+    },
+    addBrowserClient(client) {
+      browserClients.push(client)
+      build()
     },
     async sign(payload, o = {}) {
       const alg = o.alg ?? 'RS256'

@@ -93,6 +93,10 @@ export const ENTRIES: Record<string, Entry> = {
   'GET /docs': { spec: PUBLIC, ok: 200, request: () => ({ path: '/docs' }) },
   'GET /redoc': { spec: PUBLIC, ok: 200, request: () => ({ path: '/redoc' }) },
   'GET /docs/static/{file}': { spec: PUBLIC, ok: 200, request: () => ({ path: '/docs/static/swagger-ui.css' }) },
+  // The operator console's page and assets: public, the console signs in itself (its API calls carry the token).
+  'GET /console': { spec: PUBLIC, ok: 200, request: () => ({ path: '/console' }) },
+  'GET /console/assets/{file}': { spec: PUBLIC, ok: 200, request: () => ({ path: '/console/assets/main.js' }) },
+  'GET /console/config.json': { spec: PUBLIC, ok: 200, request: () => ({ path: '/console/config.json' }) },
 
   // 4.2 knowledge bases
   'GET /api/kb': {
