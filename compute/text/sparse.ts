@@ -4,11 +4,17 @@
 // the BM25 score, except that document length is normalised against a fixed `avgLen` instead of the
 // collection's running average (a vector cannot be re-weighted after it is stored).
 //
+// Document length is counted in words: a word token (after stop words) is one, and the characters of Hangul,
+// kana and Han, which the tokeniser reads as overlapping character bigrams, count one word per CHARS_PER_WORD
+// characters. Counted in tokens, a Korean chunk (one bigram per character, some 320 for a chunk of 1,024
+// characters) read as four times as long as an English chunk of the same size (some 70 words), against the
+// same avgLen: every Korean chunk was normalised as a very long document.
+//
 // Token ids: MurmurHash3 x86_32, seed 0, of the token's UTF-8 bytes (see hash.ts): stable across processes
 // and languages. Changing the tokeniser, the stemming or the stop words changes the ids: re-index after that.
 import { murmur3Utf8 } from './hash.ts'
 import { porterStem } from './porter.ts'
-import { getDefaultTokenizer, type WordTokenizer } from './tokenizer.ts'
+import { getDefaultTokenizer, inBigramScript, normalizeForWords, type WordTokenizer } from './tokenizer.ts'
 
 export interface SparseVector {
   /** Token ids, strictly increasing. */
@@ -23,8 +29,9 @@ export interface SparseEncoderOptions {
   /** BM25 length normalisation. */
   b?: number
   /**
-   * Assumed average document length in tokens (after stop words). 100 fits the default chunk_size 1024 in
-   * English (about 150 words less stop words); measured on SciFact in bench/sparse-quality.ts.
+   * Assumed average document length in words (after stop words; bigram-script characters / CHARS_PER_WORD). 100
+   * fits the default chunk_size 1024 in English (about 150 words less stop words); measured on SciFact in
+   * bench/sparse-quality.ts.
    */
   avgLen?: number
   /** Porter stemming of ASCII-letter tokens (default true). */
@@ -44,6 +51,13 @@ export const STOP_WORDS: ReadonlySet<string> = new Set([
 
 export const SPARSE_DEFAULTS = { k1: 1.2, b: 0.75, avgLen: 100, stem: true, stopWords: true, queryTf: false } as const
 
+/**
+ * Characters of a bigram script (Hangul, kana, Han) that count as one word of document length: English prose has
+ * about 8 non-space characters per word kept after stop words (SciFact chunks: 553 and 70 on average), so a chunk
+ * of a given size has about the same length in either script.
+ */
+export const CHARS_PER_WORD = 8
+
 /** The id of an already normalised token. */
 export function tokenId(token: string): number {
   return murmur3Utf8(token, 0)
@@ -62,6 +76,8 @@ export interface SparseEncoder {
   encodeQuery(text: string): SparseVector
   /** The ids of the terms of `text` in order, repeats included (what both encoders count). */
   termIds(text: string): number[]
+  /** The document length BM25 normalises with: words, and bigram-script characters / CHARS_PER_WORD. */
+  length(text: string): number
 }
 
 export function createSparseEncoder(opts: SparseEncoderOptions = {}): SparseEncoder {
@@ -75,9 +91,16 @@ export function createSparseEncoder(opts: SparseEncoderOptions = {}): SparseEnco
   if (!(k1 >= 0) || !(b >= 0 && b <= 1) || !(avgLen > 0)) throw new RangeError('sparse encoder: k1 >= 0, 0 <= b <= 1 and avgLen > 0 are required')
   const stemCache = new Map<string, number>()
 
-  function termIds(text: string): number[] {
+  /** The term ids of `text` and its length (words, and bigram-script characters / CHARS_PER_WORD). */
+  function read(text: string): { ids: number[]; length: number } {
     const ids: number[] = []
-    tokenizer.forEach(text, (t) => {
+    const normalized = normalizeForWords(text)
+    let words = 0
+    let chars = 0
+    // End of the bigram-script characters counted so far: a run's bigrams overlap by one character.
+    let counted = 0
+    tokenizer.forEachSpan(normalized, (start, end) => {
+      const t = normalized.slice(start, end)
       if (stop && STOP_WORDS.has(t)) return
       let id = stemCache.get(t)
       if (id === undefined) {
@@ -86,9 +109,17 @@ export function createSparseEncoder(opts: SparseEncoderOptions = {}): SparseEnco
         stemCache.set(t, id)
       }
       ids.push(id)
+      if (inBigramScript(normalized, start)) {
+        chars += end - Math.max(start, counted)
+        counted = end
+      } else {
+        words++
+      }
     })
-    return ids
+    return { ids, length: words + chars / CHARS_PER_WORD }
   }
+
+  const termIds = (text: string): number[] => read(text).ids
 
   function counts(ids: number[]): { indices: Uint32Array; tf: Uint32Array } {
     const sorted = Uint32Array.from(ids).sort()
@@ -106,10 +137,11 @@ export function createSparseEncoder(opts: SparseEncoderOptions = {}): SparseEnco
 
   return {
     termIds,
+    length: (text) => read(text).length,
     encodeDocument(text) {
-      const ids = termIds(text)
+      const { ids, length } = read(text)
       const { indices, tf } = counts(ids)
-      const norm = k1 * (1 - b + (b * ids.length) / avgLen)
+      const norm = k1 * (1 - b + (b * length) / avgLen)
       const values = new Float32Array(indices.length)
       for (let i = 0; i < tf.length; i++) values[i] = (tf[i] * (k1 + 1)) / (tf[i] + norm)
       return { indices, values }

@@ -60,6 +60,14 @@ function classAt(text: string, i: number): number {
   return cp > 0xffff ? classifyCodePoint(cp) : SEP
 }
 
+/**
+ * Whether the character at `i` of normalised text belongs to a script read as character bigrams (Hangul, kana,
+ * Han): a token starting there is made of such characters, not a word.
+ */
+export function inBigramScript(text: string, i: number): boolean {
+  return i < text.length && classAt(text, i) === BIGRAM
+}
+
 /** Prefix tree over UTF-16 code units; node 0 is the root. */
 interface Trie {
   next: Map<number, number>[]

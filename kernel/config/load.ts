@@ -125,11 +125,15 @@ export function resolveSettings(
 /**
  * Fusion defaults that depend on the embedder. The built-in embedder's dense vectors are hashed lexical
  * features: a weaker, correlated copy of the sparse signal, so weighting the two lists equally pulls the
- * sparse ranking down (SciFact nDCG@10: sparse 0.68, alpha 0.5 0.63, alpha 0.2 with in-KB k 3 0.68). Unless
- * the settings say otherwise, hybrid search with it leans on the sparse list. Real embedding models keep the
- * defaults of the specification (alpha 0.5, rrf_k 60).
+ * sparse ranking down (SciFact nDCG@10: sparse 0.68, alpha 0.5 0.63). Where it reorders the sparse list's first
+ * page it is right and wrong about as often (alpha 0.2, in-KB k 3: 14 queries better and 15 worse of SciFact's
+ * 300, 0 and 1 of autorag-ko's 114; bench/eval/tune.ts), so hybrid with it keeps the sparse ranking there: with
+ * in-KB k 3, no dense rank can carry a chunk across the sparse list's first ten when
+ * alpha / (k + 1) < (1 - alpha) (1 / (k + 10) - 1 / (k + 11)), that is alpha < 0.0215. The dense list still orders
+ * what the sparse one ranks lower and adds what it does not find. Unless the settings say otherwise; real
+ * embedding models keep the specification's defaults (alpha 0.5, rrf_k 60).
  */
-export const BUILTIN_FUSION_PROFILE = Object.freeze({ alpha: 0.2, kb_rrf_k: 3 })
+export const BUILTIN_FUSION_PROFILE = Object.freeze({ alpha: 0.02, kb_rrf_k: 3 })
 
 function applyProviderProfile(value: Record<string, unknown>): void {
   const provider = value.provider as { name?: unknown } | undefined

@@ -155,7 +155,7 @@ export const SettingsSchema = Type.Object({
     mode: oneOf(['hybrid', 'similarity'], 'hybrid', 'Search mode.', { overridable: false }),
     top_k: int(5, 1, 100, 'Maximum chunks returned.', { overridable: false }),
     hybrid: section({
-      alpha: num(0.5, 0, 1, "1.0 = dense only, 0.0 = sparse only. Unset with provider.name 'builtin': 0.2 (the built-in embedder's profile).", { overridable: false }),
+      alpha: num(0.5, 0, 1, "1.0 = dense only, 0.0 = sparse only. Unset with provider.name 'builtin': 0.02 (the built-in embedder's profile: the sparse ranking leads).", { overridable: false }),
       rrf_k: int(60, 1, 10000, 'k in 1/(k + rank) of the fusion across KBs (and inside a KB when kb_rrf_k is 0).', { overridable: false }),
       kb_rrf_k: int(0, 0, 10000, "k of the fusion of the dense and sparse lists inside one KB; 0 = rrf_k. Unset with provider.name 'builtin': 3 (Quarry addition).", { overridable: false }),
     }, 'Hybrid mode.'),

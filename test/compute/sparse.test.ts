@@ -1,8 +1,9 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
 import { createHash } from 'node:crypto'
-import { createSparseEncoder, encodeDocument, encodeQuery, packSparse, STOP_WORDS, tokenId, unpackSparse } from '../../compute/text/sparse.ts'
+import { CHARS_PER_WORD, createSparseEncoder, encodeDocument, encodeQuery, packSparse, STOP_WORDS, tokenId, unpackSparse } from '../../compute/text/sparse.ts'
 import sparseTask from '../../compute/tasks/sparse.task.ts'
+import { createWordTokenizer } from '../../compute/text/tokenizer.ts'
 
 /** MurmurHash3 x86_32 of the UTF-8 bytes, seed 0: the documented token id, recomputed independently. */
 function documentedId(token: string): number {
@@ -49,14 +50,39 @@ test('document vectors: sorted indices, duplicates merged, BM25 saturation with 
   const enc = createSparseEncoder({ avgLen })
   const v = enc.encodeDocument('cat cat cat dog 고양이')
   for (let i = 1; i < v.indices.length; i++) assert.ok(v.indices[i] > v.indices[i - 1], 'strictly increasing')
-  // terms: cat x3, dog x1, 고양 x1, 양이 x1 => length 6
-  const len = 6
+  // terms: cat x3, dog x1, 고양 x1, 양이 x1; length: 4 words and 3 Hangul characters (CHARS_PER_WORD to a word)
+  const len = 4 + 3 / CHARS_PER_WORD
+  assert.equal(enc.length('cat cat cat dog 고양이'), len)
   const bm25 = (tf: number) => (tf * (k1 + 1)) / (tf + k1 * (1 - b + (b * len) / avgLen))
   const value = (tok: string) => v.values[v.indices.indexOf(documentedId(tok))]
   assert.equal(v.indices.length, 4)
   assert.ok(Math.abs(value('cat') - bm25(3)) < 1e-6)
   assert.ok(Math.abs(value('dog') - bm25(1)) < 1e-6)
   assert.ok(Math.abs(value('고양') - bm25(1)) < 1e-6)
+})
+
+test('document length: bigram-script characters count a word per CHARS_PER_WORD, whatever the bigrams and the runs', () => {
+  const enc = createSparseEncoder()
+  assert.equal(CHARS_PER_WORD, 8)
+  // 16 Hangul characters in one run (15 bigrams) and in four runs of four (12 bigrams): the same length, 2 words
+  assert.equal(enc.length('가나다라마바사아자차카타파하거너'), 2)
+  assert.equal(enc.length('가나다라 마바사아 자차카타 파하거너'), 2)
+  assert.equal(enc.termIds('가나다라마바사아자차카타파하거너').length, 15)
+  // a one-character run is one token and one character; kana and Han as Hangul; stop words are not counted
+  assert.equal(enc.length('the 집 of'), 1 / 8)
+  assert.equal(enc.length('東京タワー'), 5 / 8)
+  assert.equal(enc.length('Samsung 삼성전자 reports'), 2 + 4 / 8)
+  // Per character (chunks are cut by characters), Korean and English text have about the same length; counted in
+  // tokens, Korean read as more than four times as long
+  const korean = '시중은행, 지방은행, 인터넷은행 모두 은행업을 영위하기 위해서는 은행법 제8조에 근거해 금융위원회의 인가를 필요로 합니다. '.repeat(10)
+  const english = 'Commercial banks, regional banks and internet banks all need a licence from the Financial Services Commission. '.repeat(10)
+  const perChar = (n: number, text: string) => n / text.length
+  const ratio = perChar(enc.length(korean), korean) / perChar(enc.length(english), english)
+  assert.ok(ratio > 0.8 && ratio < 1.25, `length per character, Korean / English: ${ratio}`)
+  assert.ok(perChar(enc.termIds(korean).length, korean) / perChar(enc.termIds(english).length, english) > 4)
+  // with a user dictionary, a Hangul word read whole counts its characters too
+  const dict = createSparseEncoder({ tokenizer: createWordTokenizer({ userWords: ['삼성전자'] }) })
+  assert.equal(dict.length('삼성전자 주가'), 6 / 8)
 })
 
 test('query vectors: 1 per distinct term, or counts with queryTf', () => {
