@@ -166,6 +166,11 @@ export interface VectorStore {
   /** Dense vectors of one document's chunks, in chunk order (dedup stage 3). */
   docVectors(kbId: string, docId: string): Promise<Float32Array[]>
   /**
+   * Every point of one document, dense, sparse and payload as stored, in chunk order; an absent collection or
+   * document answers []. KB export and migration (plugins/transfer) copy them without embedding anything again.
+   */
+  docPoints(kbId: string, docId: string): Promise<VectorPoint[]>
+  /**
    * How many points each document has in the KB's collection, keyed by doc_id (documents with none are absent); an
    * absent collection answers an empty map. Start-up reconciliation and `quarry check` compare it with the metadata.
    */

@@ -73,7 +73,8 @@ export function createClient(opts: ClientOptions): Client {
     for (let attempt = 1; ; attempt++) {
       let res: Response
       try {
-        res = await fetch(root + path, { method, headers: { ...opts.headers, ...headers }, body: body?.() })
+        // duplex: a body may be a stream (quarry import sends an archive as it reads it); fetch insists on the option then.
+        res = await fetch(root + path, { method, headers: { ...opts.headers, ...headers }, body: body?.(), duplex: 'half' } as RequestInit)
       } catch (err) {
         if (attempt > retries) throw new ConnectionError(`cannot reach ${root}: ${networkDetail(err)} (${attempt} attempt${attempt > 1 ? 's' : ''})`)
         await pause(method, path, attempt, backoffMs(attempt - 1, baseMs, maxMs), networkDetail(err))

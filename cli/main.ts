@@ -4,6 +4,7 @@ import { checkLocal, checkRemote, printReport } from './check.ts'
 import { ApiError, createClient, type Client } from './client.ts'
 import { docsRestore, kbCreate, kbDelete, kbList, search, status } from './commands.ts'
 import { ingest } from './ingest.ts'
+import { exportCommand, importCommand, migrateCommand } from './transfer.ts'
 import { defaultStateFile } from './state.ts'
 
 export const EXIT_USAGE = 64
@@ -19,6 +20,10 @@ Commands:
   status --kb <id>                                 document counts of a knowledge base, and why each outdated one is
   docs restore <doc_id> --kb <id>                  index an outdated document again; the pair is never judged again
   check [--repair]                                 does search agree with every document status? (after a crash)
+  export --kb <id> --out <file>                    save a knowledge base as an archive (files, documents, vectors)
+  import <file> [--kb <new id>] [--wait]           load an archive into a new knowledge base
+  migrate --from <a.yaml> --to <b.yaml> [--kb <id>]... [--dry-run]
+                                                   copy every knowledge base from one set of stores to another
 
 Every command:
   --url <url>              the service (default: $QUARRY_URL, else http://localhost:8000)
@@ -48,6 +53,32 @@ check:
   Without --local the service at --url checks itself (POST /api/admin/check, super-admin). The service runs the
   same repair at every start. Exit status 1 when something disagrees and --repair was not given.
 
+export:
+  Writes <file>.partial and renames it <file> once whole. Interrupted (Ctrl-C, kill -9, a dropped connection), the
+  same command goes on from the last whole document (a dropped connection is resumed at once, --retries times).
+
+import:
+  --kb <id>                the new knowledge base's id (default: the archive's); under another id the documents and
+                           connectors get new ids
+  --wait                   when the archive's embedding model is not the service's, the documents are indexed again:
+                           follow that to the end
+  --poll-ms <n>            pause between two status polls of --wait (default 1000)
+
+  The archive is checked whole before anything is sent. Vectors are reused when the models match. The service
+  verifies counts, checksums and that sample searches answer the same top 10 as the source KB; exit status 1 when
+  they do not. Interrupted, the same command sends only what the service does not hold yet.
+
+migrate (runs here, not against --url; stop the service first):
+  --from <file>, --to <file>  the settings of the source and of the target (data_dir, postgres, redis, s3, the
+                           vector store); environment variables the settings read apply to both, DATA_DIR and PORT
+                           to neither
+  --kb <id>                only this knowledge base (repeatable; default all)
+  --dry-run                say what would be copied and what the target holds already; copy nothing
+
+  Files, documents, vectors (the same model: nothing is embedded again), connectors, members and settings overrides,
+  each KB verified as an import is. Killed (even kill -9), the same command goes on where it stopped and copies
+  nothing twice; run after a complete migration it copies nothing.
+
 Exit status: 0 done, 1 a file or request failed, 64 usage error, 130 interrupted (run again to resume).
 `
 
@@ -68,6 +99,9 @@ const OPTIONS = {
   status: { ...COMMON, kb: { type: 'string' } },
   docs: { ...COMMON, kb: { type: 'string' } },
   check: { ...COMMON, repair: { type: 'boolean' }, local: { type: 'boolean' }, config: { type: 'string' } },
+  export: { ...COMMON, kb: { type: 'string' }, out: { type: 'string' } },
+  import: { ...COMMON, kb: { type: 'string' }, wait: { type: 'boolean' }, 'poll-ms': { type: 'string' } },
+  migrate: { ...COMMON, from: { type: 'string' }, to: { type: 'string' }, kb: { type: 'string', multiple: true }, 'dry-run': { type: 'boolean' } },
 } as const satisfies Record<string, ParseArgsConfig['options']>
 
 type Command = keyof typeof OPTIONS
@@ -115,6 +149,13 @@ export async function main(argv: readonly string[], env: NodeJS.ProcessEnv = pro
       if (positionals.length > 0) throw new UsageError('expected no argument (options only)')
       const config = values.config as string | undefined
       return printReport(await checkLocal(config === undefined ? [] : ['--config', config], Boolean(values.repair)), Boolean(values.json), process.stdout)
+    }
+    if (command === 'migrate') {
+      if (positionals.length > 0) throw new UsageError('expected no argument (options only)')
+      return await migrateCommand({
+        from: required(values.from as string | undefined, '--from'), to: required(values.to as string | undefined, '--to'),
+        kbs: values.kb as string[] | undefined, dryRun: Boolean(values['dry-run']), json: Boolean(values.json), env,
+      })
     }
     const url = (values.url as string | undefined) ?? env.QUARRY_URL ?? 'http://localhost:8000'
     const client = createClient({
@@ -195,5 +236,21 @@ async function run(command: Command, client: Client, values: Record<string, unkn
       only(0, 'no argument (options only)')
       return printReport(await checkRemote(client, Boolean(values.repair)), json, out)
     }
+    case 'export': {
+      only(0, 'no argument besides --kb and --out')
+      return exportCommand({
+        client, kb: required(values.kb as string | undefined, '--kb'), out: required(values.out as string | undefined, '--out'),
+        retries: integer(values.retries as string | undefined, 'retries', 5, 0),
+      })
+    }
+    case 'import': {
+      only(1, 'one archive file')
+      return importCommand({
+        client, file: positionals[0], kb: values.kb as string | undefined, wait: Boolean(values.wait), json,
+        pollMs: integer(values['poll-ms'] as string | undefined, 'poll-ms', 1000, 10),
+      })
+    }
+    case 'migrate':
+      throw new UsageError('migrate runs before a client is made')
   }
 }

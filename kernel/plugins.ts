@@ -11,5 +11,6 @@ import limits from '../plugins/limits/index.ts'
 import mcp from '../plugins/mcp/index.ts'
 import metrics from '../plugins/metrics/index.ts'
 import search from '../plugins/search/index.ts'
+import transfer from '../plugins/transfer/index.ts'
 
-export const defaultPlugins = (): Plugin<any>[] => [authz, health, kb, docs, connectors, search, mcp, metrics, apidocs, operatorConsole, limits]
+export const defaultPlugins = (): Plugin<any>[] => [authz, health, kb, docs, connectors, search, mcp, metrics, apidocs, operatorConsole, limits, transfer]

@@ -227,6 +227,19 @@ export class Collection {
       if (attempt >= 2) return this.docVectors(docId)
     }
   }
+
+  /** A document's points as written (dense, sparse, payload), in chunk order. */
+  docPoints(docId: string): VectorPoint[] {
+    const rows = this.docRows.get(docId)
+    if (rows === undefined) return []
+    const index = this.payloads.chunkIndex
+    return [...rows].sort((a, b) => index[a] - index[b]).map((row) => ({
+      dense: this.dense.vector(row),
+      sparse: this.sparse.rowVector(row),
+      payload: this.payloads.hit(row, 0).payload,
+    }))
+  }
+
   /** Live points per document (the writes applied so far). */
   docChunkCounts(): Map<string, number> {
     const counts = new Map<string, number>()

@@ -319,6 +319,11 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
       return c === null ? [] : c.docVectorsSliced(docId)
     },
 
+    async docPoints(kbId, docId) {
+      const c = await get(kbId)
+      return c === null ? [] : c.docPoints(docId)
+    },
+
     async docChunkCounts(kbId) {
       const c = await get(kbId)
       return c === null ? new Map() : c.docChunkCounts()

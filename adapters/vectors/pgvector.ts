@@ -511,6 +511,22 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
       })
     },
 
+    async docPoints(kbId, docId) {
+      return withCollection(kbId, null, [] as VectorPoint[], async (c) => {
+        // The terms in the row's order with their weights from the postings (the row keeps the ids only).
+        const rows = await run(`read ${c.table}`, () => q<{ payload: string; v: string; terms: number[]; weights: number[] }>(
+          `SELECT p.payload, p.dense::text AS v, p.terms,
+             ARRAY(SELECT t.weight FROM unnest(p.terms) WITH ORDINALITY AS o(term, n) JOIN ${c.terms} t ON t.term = o.term AND t.pid = p.pid ORDER BY o.n) AS weights
+           FROM ${c.table} p WHERE p.doc_id = $1 ORDER BY p.chunk_index, p.chunk_id`, [docId]), true)
+        return rows.map((r) => ({
+          dense: parseVector(r.v),
+          // int4 back to the u32 term id it holds the bits of (termKey).
+          sparse: { indices: Uint32Array.from(r.terms, (t) => t >>> 0), values: Float32Array.from(r.weights, Number) },
+          payload: JSON.parse(r.payload) as ChunkPayload,
+        }))
+      })
+    },
+
     async docChunkCounts(kbId) {
       return withCollection(kbId, null, new Map<string, number>(), async (c) => {
         const rows = await run(`count ${c.table}`, () => q<{ doc_id: string; n: number }>(`SELECT doc_id, count(*) AS n FROM ${c.table} GROUP BY doc_id`), true)

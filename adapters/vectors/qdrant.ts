@@ -332,6 +332,33 @@ export async function createQdrantVectorStore(options: QdrantVectorStoreOptions)
       return rows.sort((a, b) => a.index - b.index).map((r) => r.vector)
     },
 
+    async docPoints(kbId, docId) {
+      const name = nameOf(kbId)
+      const out: VectorPoint[] = []
+      let offset: string | number | null | undefined
+      do {
+        const page = await call(
+          `scroll ${name}`,
+          () => reader.scroll(name, { filter: docFilter(docId), limit: 256, offset: offset ?? undefined, with_payload: true, with_vector: [DENSE, SPARSE] }),
+          { points: [], next_page_offset: null },
+        )
+        for (const p of page.points) {
+          const named = (p.vector ?? {}) as Record<string, unknown>
+          const dense = named[DENSE]
+          if (!Array.isArray(dense)) continue
+          // A chunk without terms was stored without a sparse vector (toPoint).
+          const sp = named[SPARSE] as { indices?: number[]; values?: number[] } | undefined
+          out.push({
+            dense: Float32Array.from(dense as number[]),
+            sparse: { indices: Uint32Array.from(sp?.indices ?? []), values: Float32Array.from(sp?.values ?? []) },
+            payload: (p.payload ?? {}) as unknown as ChunkPayload,
+          })
+        }
+        offset = page.next_page_offset as string | number | null | undefined
+      } while (offset !== null && offset !== undefined)
+      return out.sort((a, b) => a.payload.chunk_index - b.payload.chunk_index)
+    },
+
     async docChunkCounts(kbId) {
       // A scroll over the whole collection, doc_id only (no vectors): every Qdrant version answers it, where the
       // facet API (1.12+) would need the server to count exactly past its limit.

@@ -198,6 +198,15 @@ export class SparseIndex {
     this.deadEntries = 0
   }
 
+  /** A copy of a live row's terms (an absent or removed row has none). */
+  rowVector(row: number): { indices: Uint32Array; values: Float32Array } {
+    const b = row < this.live.length && this.live[row] === 1 ? this.rowBlock[row] : -1
+    if (b < 0) return { indices: new Uint32Array(0), values: new Float32Array(0) }
+    const from = this.rowStart[row]
+    const to = from + this.rowLen[row]
+    return { indices: this.blockIndices[b].slice(from, to), values: this.blockValues[b].slice(from, to) }
+  }
+
   /**
    * The terms of `rows` (live), by reference: blocks are only appended to, and compact(), which replaces them, does
    * not change the arrays captured.

@@ -353,6 +353,22 @@ describe('qdrant driver: protocol against a recording server', () => {
     assert.ok(vectors.every((v) => v instanceof Float32Array))
   })
 
+  it('reads a document\'s whole points (both named vectors and the payload) and orders them by chunk_index', async () => {
+    await known('docs')
+    fake.on('POST /collections/docs/points/scroll', ok('scroll-points-1'))
+    const points = await store.docPoints('docs', 'a1b2c3d4e5f60718')
+    const filter = { must: [{ key: 'doc_id', match: { value: 'a1b2c3d4e5f60718' } }] }
+    assert.deepEqual(fake.requests.map((r) => r.body), [{ filter, limit: 256, with_payload: true, with_vector: ['dense', 'sparse'] }])
+    assert.deepEqual(points.map((p) => p.payload.chunk_id), ['a1b2c3d4e5f60718-0', 'a1b2c3d4e5f60718-1'])
+    assert.equal(points[0].payload.parent_chunk_id, 'a1b2c3d4e5f60718-p0-0')
+    assert.equal(points[1].payload.text, 'Chunk 1 of the leave policy.')
+    assert.deepEqual(points.map((p) => Array.from(p.dense)), [axis(0), axis(1)])
+    assert.ok(points[0].dense instanceof Float32Array && points[0].sparse.indices instanceof Uint32Array && points[0].sparse.values instanceof Float32Array)
+    assert.deepEqual([Array.from(points[0].sparse.indices), Array.from(points[0].sparse.values)], [[7, 3_000_000_000], [0.5, 1.25]])
+    // Stored without terms: an empty sparse vector, not an error.
+    assert.deepEqual([points[1].sparse.indices.length, points[1].sparse.values.length], [0, 0])
+  })
+
   it('counts each document\'s points over a scroll of the whole collection, doc_id only, page by page', async () => {
     await known('docs')
     fake.on('POST /collections/docs/points/scroll', (_r, n) => ok(n === 0 ? 'scroll-doc-ids-1' : 'scroll-doc-ids-2'))
@@ -383,6 +399,7 @@ describe('qdrant driver: protocol against a recording server', () => {
     assert.equal(await store.count(kb), 0)
     assert.deepEqual(await store.docVectors(kb, 'd'), [])
     assert.deepEqual(await store.docChunkCounts(kb), new Map())
+    assert.deepEqual(await store.docPoints(kb, 'd'), [])
     assert.equal(await store.deleteByDoc(kb, 'd'), 0)
     assert.equal(await store.hasCollection(kb), false)
     assert.equal(await store.dropCollection(kb), false)

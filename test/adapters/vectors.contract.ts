@@ -246,6 +246,29 @@ export function vectorStoreContract(name: string, factory: VectorStoreFactory): 
       }
     })
 
+    it('returns a document\'s whole points in chunk order: dense, sparse and payload as written', async () => {
+      const kb = kbName('docpoints')
+      await store.ensureCollection(kb, DIMS)
+      const written = [2, 0, 1].map((i) => point(kb, 'doc', i, axis(i, 0.5), i === 1 ? [] : [[7 + i, 0.25 * (i + 1)], [4_000_000_000, 1.5]], { parent_chunk_id: i === 2 ? 'doc-p0-0' : null }))
+      await store.upsert(kb, written)
+      await store.upsert(kb, [point(kb, 'other', 0, axis(7), [[7, 1]])])
+      // Replaced: the second write is what comes back.
+      const replaced = point(kb, 'doc', 0, axis(5, 0.5), [[9, 2]])
+      await store.upsert(kb, [replaced])
+      const points = await store.docPoints(kb, 'doc')
+      const want = [replaced, written[2], written[0]]
+      assert.deepEqual(points.map((p) => p.payload), want.map((p) => p.payload))
+      for (let i = 0; i < 3; i++) {
+        assert.ok(points[i].dense instanceof Float32Array && points[i].dense.length === DIMS)
+        assert.ok(cosine(points[i].dense, want[i].dense) > 0.9999, `dense vector of chunk ${i}`)
+        // Terms in any order (a store may sort them), ids past 2^31 intact, weights as written.
+        const terms = (p: VectorPoint) => [...p.sparse.indices].map((t, k) => [t, p.sparse.values[k]]).sort((x, y) => x[0] - y[0])
+        assert.deepEqual(terms(points[i]), terms(want[i]), `sparse vector of chunk ${i}`)
+      }
+      assert.deepEqual(await store.docPoints(kb, 'nothing'), [])
+      assert.deepEqual(await store.docPoints(kbName('absent'), 'doc'), [])
+    })
+
     it('counts the points of each document, after upserts that replace and deletes', async () => {
       const kb = kbName('counts')
       await store.ensureCollection(kb, DIMS)

@@ -81,6 +81,23 @@ function uploadForm(field: string, names: string[]): FormData {
   return form
 }
 
+/** One archive per fixture (a KB of one document, exported by its owner), imported by every import cell. */
+const archives = new WeakMap<AuthzFixture, Promise<ArrayBuffer>>()
+function matrixArchive(f: AuthzFixture): Promise<ArrayBuffer> {
+  let a = archives.get(f)
+  if (!a) {
+    a = (async () => {
+      const kb = await f.createKb()
+      await f.uploadDoc(kb)
+      const res = await f.as('owner', `/api/kb/${kb}/export`)
+      if (res.status !== 200) throw new Error(`export for the import cells: ${res.status} ${await res.text()}`)
+      return res.arrayBuffer()
+    })()
+    archives.set(f, a)
+  }
+  return a
+}
+
 /** KB ids in a list body, to check scoping. */
 const listed = (items: Json[]) => new Set(items.map((k) => k.kb_id))
 
@@ -147,6 +164,20 @@ export const ENTRIES: Record<string, Entry> = {
   },
   'DELETE /api/kb/{kb_id}/settings/overrides': {
     spec: kbRole('owner'), ok: 200, request: (c) => ({ path: `${kbPath(c)}/settings/overrides`, method: 'DELETE' }),
+  },
+  // KB export and import (issue 39): export and the import's state need the KB's admin; import a KB creator (every
+  // identity of the fixture is one), who becomes the new KB's owner.
+  'GET /api/kb/{kb_id}/export': { spec: kbRole('admin'), ok: 200, request: (c) => ({ path: `${kbPath(c)}/export` }) },
+  'GET /api/kb/{kb_id}/import': {
+    spec: kbRole('admin'), ok: 200, request: (c) => ({ path: `${kbPath(c)}/import` }),
+    check: (body, c) => assert.deepEqual([body.kb_id, body.state], [c.kb.kb, 'none']),
+  },
+  'POST /api/kb/import': {
+    spec: AUTH, ok: 201,
+    request: async (c) => ({
+      path: `/api/kb/import?kb_id=kb-i-${hex(4)}`, method: 'POST', body: new Uint8Array(await matrixArchive(c.f)), headers: { 'content-type': 'application/x-tar' },
+    }),
+    check: (body) => assert.deepEqual([body.status, body.documents.total], ['imported', 1]),
   },
   // 4.4 membership
   'GET /api/kb/{kb_id}/members': {
