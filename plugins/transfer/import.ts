@@ -607,9 +607,20 @@ async function importDocument(deps: ImportDeps, entries: Entries, recordEntry: T
       await tx.query('UPDATE kb_transfers SET documents = documents + 1, last_doc_id = $2, updated_at = now() WHERE kb_id = $1', [kbId, sourceId])
     })
   } catch (err) {
+    if (isUniqueViolation(err)) {
+      // Another import of this archive into this KB (a resume sent twice at once) committed the document first: what is
+      // stored is that one's, the same content, and stays.
+      const [row] = await sql.query<{ sha256: string | null }>(
+        'SELECT t.sha256 FROM documents d LEFT JOIN kb_transfer_docs t ON t.doc_id = d.doc_id WHERE d.doc_id = $1 AND d.kb_id = $2', [docId, kbId])
+      if (row?.sha256 === checksum) return { written: false, queued: false, bytes }
+      if (!row) {
+        if (keepPoints) await vectors.deleteByDoc(kbId, docId).catch(() => 0)
+        await discard()
+      }
+      throw conflict(`Document '${clip(doc.source)}' exists twice in the archive, or in this KB already`, 'DOC_EXISTS')
+    }
     if (keepPoints) await vectors.deleteByDoc(kbId, docId).catch(() => 0)
     await discard()
-    if (isUniqueViolation(err)) throw conflict(`Document '${clip(doc.source)}' exists twice in the archive, or in this KB already`, 'DOC_EXISTS')
     throw err
   }
   ctx.tally.documents++
