@@ -60,7 +60,7 @@ export interface ImportOptions {
   /** [ENT] The importer, recorded as the new KB's creator (mode import). */
   createdBy?: string | null
   signal?: AbortSignal
-  /** Told after each document written or skipped. */
+  /** Told after each document written or skipped, with its original file's size. */
   onDocument?: (e: { docId: string; written: boolean; bytes: number }) => void
 }
 
@@ -469,7 +469,8 @@ async function importDocument(deps: ImportDeps, entries: Entries, recordEntry: T
   let pointsSum: (EntrySum & { count: number }) | null = null
   let points: VectorPoint[] = []
   let wroteFile = false
-  let bytes = recordBytes.length
+  /** The original file's size (progress is told in file bytes, as the manifest counts them). */
+  let bytes = 0
 
   let e = await entries.next()
   if (e && parseDocEntry(e.name)?.docId === sourceId && parseDocEntry(e.name)?.part === 'file') {
@@ -490,7 +491,6 @@ async function importDocument(deps: ImportDeps, entries: Entries, recordEntry: T
     e = await entries.next()
   }
   if (e && parseDocEntry(e.name)?.docId === sourceId && parseDocEntry(e.name)?.part === 'points.bin') {
-    bytes += e.size
     const bin = await bufferOf(e, POINTS_LIMIT)
     pointsSum = { size: bin.length, sha256: sha256(bin), count: 0 }
     if (!present) {
