@@ -5,7 +5,11 @@
 //   npx tsx bench/search.bench.ts            100k chunks, 20 s of load per case (the build takes minutes)
 //   npx tsx bench/search.bench.ts --quick    10k chunks, 5 s of load per case (about 1.5 min)
 //   npx tsx bench/search.bench.ts --tiny     2000 chunks, 2 s (CI smoke)
-//   options: --chunks=N --seconds=S --connections=C --top-k=K --data=<dir> (kept and reused) --profile --json
+//   options: --chunks=N --seconds=S --connections=C --top-k=K --data=<dir> (kept and reused) --profile --json --no-pgvector
+//
+// With TEST_POSTGRES_URL set (PostgreSQL with pgvector), KB `one` is also written into PostgreSQL through the pgvector
+// driver and both stores answer the same queries called directly: p50 and QPS, recall@10 against exact search
+// (bench/search/pgvector.ts).
 //
 // Baseline, in the same run: the same queries answered in this process straight from the vector store
 // (embed + sparse-encode the query, then store.search on the KB, or on the 10 KBs concurrently): the work the
@@ -40,6 +44,7 @@ import { buildSearchData, readSearchData, registerSearchDocuments, type SearchDa
 import type { LoadResult, LoadRun } from './search/load-client.ts'
 import { profileWhile, summarizeProfile, type ProfileSummary } from './search/profile.ts'
 import { authzOverhead, printAuthz } from './search/authz.ts'
+import { pgvectorBeside, printPgvectorBeside } from './search/pgvector.ts'
 
 export interface SearchBenchOptions {
   quick: boolean
@@ -56,6 +61,11 @@ export interface SearchBenchOptions {
   profile?: boolean | 'all'
   /** Where .cpuprofile files go. Default: the OS temp folder. */
   profileDir?: string
+  /**
+   * pgvector beside the embedded store (bench/search/pgvector.ts): KB `one` written into PostgreSQL too, both stores
+   * asked the same queries. Default: when TEST_POSTGRES_URL is set (a database with pgvector).
+   */
+  pgvector?: boolean
 }
 
 const DIMS = 1024
@@ -524,6 +534,15 @@ export async function run(opts: SearchBenchOptions) {
       }
     }
 
+    // pgvector beside the embedded store, on KB `one`'s chunks and the same queries (bench/search/pgvector.ts).
+    const pgvector = (opts.pgvector ?? process.env.TEST_POSTGRES_URL !== undefined)
+      ? await pgvectorBeside({
+        embedded: app.adapters.vectors, embedder: app.adapters.embedder, kbId: data.kbs.one, chunks, dimensions: DIMS, splits: SPLITS, seed: data.seed,
+        queries, topK, hybridLimit: limitFor(app, 'hybrid', topK), seconds, connections, lowQueries: opts.quick || seconds < 10 ? 40 : 100,
+        recallQueries: opts.quick || seconds < 10 ? 50 : 200,
+      })
+      : { skipped: 'not asked (pgvector: false), or TEST_POSTGRES_URL not set' }
+
     // [ENT] token check + role look-up against this (base) service, on the same data (bench/search/authz.ts). Last:
     // its uploads leave indexing work behind.
     const authz = await authzOverhead({ app, base, kbId: data.kbs.one, queries, topK, pairs: lowRounds * lowQueries })
@@ -546,6 +565,7 @@ export async function run(opts: SearchBenchOptions) {
       ten_over_one: ratios,
       cache: cacheOut,
       authz,
+      pgvector,
       targets,
       ...(profiles ? { profiles } : {}),
     }
@@ -588,6 +608,7 @@ function print(r: Result): void {
     console.log(`  ${''.padEnd(18)} the miss path's own cost: ${x.miss_path_added_us} us per request alone (key, lookup, split serialising, against one JSON.stringify); paired per query ${x.miss_path_cost_p50_ms} ms p50 (${pct(x.miss_path_share_of_service_p50)} of the service's search + JSON)`)
   }
   printAuthz(r.authz)
+  printPgvectorBeside(r.pgvector)
   console.log(`\ntargets:`)
   for (const [name, x] of Object.entries(r.targets.overhead)) console.log(`  overhead ${name.padEnd(18)} ${pct(x.share)} <= ${pct(r.targets.overhead_max_share)}: ${x.pass ? 'PASS' : 'MISS'}`)
   for (const [mode, x] of Object.entries(r.targets.ratio)) console.log(`  10-KB/1-KB ${mode.padEnd(12)} ${x.load_p50}x <= ${r.targets.ten_over_one_max}x: ${x.pass ? 'PASS' : 'MISS'}`)
@@ -616,6 +637,7 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
     dataDir: arg('data'),
     profile: argv.includes('--profile=all') ? 'all' : argv.includes('--profile'),
     profileDir: arg('profile-dir'),
+    pgvector: argv.includes('--no-pgvector') ? false : undefined,
   })
   print(r)
   if (argv.includes('--json')) console.log(JSON.stringify(r))

@@ -315,6 +315,19 @@ function search(raw: unknown): Normalised {
   // data, requests alternating) over the base p50; robust to a slow sample on either side. Target < 5 %.
   add('[ENT] access control added to a 1-KB hybrid search (share of its p50)', num(raw, 'authz.search_1kb_hybrid.added_share_of_base'), null,
     { unit: 'share', higher_is_better: false, target: 0.05, target_of: 'value' })
+  // pgvector beside the embedded store (bench/search/pgvector.ts), both called directly; absent or skipped without PostgreSQL.
+  const pgv = obj(raw, 'pgvector')
+  if (pgv && typeof pgv.skipped === 'string') notes.push(`pgvector: skipped (${pgv.skipped})`)
+  else if (pgv) {
+    for (const c of ['similarity', 'hybrid']) {
+      add(`pgvector ${c} 1 KB: p50 (1 caller, store only)`, num(pgv, `one_caller.pgvector.${c}.p50_ms`), num(pgv, `one_caller.embedded.${c}.p50_ms`),
+        { unit: 'ms', higher_is_better: false, baseline_name: 'the embedded store' })
+      add(`pgvector ${c} 1 KB: QPS (store only, under load)`, num(pgv, `load.pgvector.${c}.qps`), num(pgv, `load.embedded.${c}.qps`),
+        { unit: 'QPS', baseline_name: 'the embedded store' })
+    }
+    add('pgvector: dense recall@10 against exact search', num(pgv, 'recall_at_10.pgvector'), num(pgv, 'recall_at_10.embedded'),
+      { unit: 'recall', baseline_name: 'the embedded store' })
+  }
   const series: Series[] = []
   const groups: Series['groups'] = []
   for (const name of Object.keys(load)) {

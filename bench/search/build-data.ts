@@ -132,7 +132,7 @@ interface GeneratedChunk {
 }
 
 /** The same chunks for the same seed, in batches of whole documents (a document's chunks share a split KB, as an upload's do). */
-function* generateChunks(total: number, splits: number, seed: number): Generator<GeneratedChunk[]> {
+export function* generateChunks(total: number, splits: number, seed: number): Generator<GeneratedChunk[]> {
   const rnd = createRng(seed)
   const vocab = vocabulary(20_000, seed)
   let made = 0

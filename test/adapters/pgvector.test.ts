@@ -87,12 +87,18 @@ describe('pgvector driver', { skip: skipUnless('postgres') }, () => {
     await sql.end()
   })
 
-  it('keeps dense vectors under an HNSW index (cosine) and searches through it, with exact scores and recall against brute force', async () => {
+  for (const half of [true, false]) {
+  it(`keeps dense vectors under an HNSW index (cosine, ${half ? 'on halfvec, the default' : 'on the f32 vectors'}) and searches through it, with exact scores and recall against brute force`, async () => {
     const kb = kbName('hnsw')
-    await store.ensureCollection(kb, 32)
+    const maker = half ? store : await storeOn(db, { dimensions: 32, halfIndex: false })
+    await maker.ensureCollection(kb, 32)
+    if (!half) await maker.close()
     const [index] = await sql`SELECT indexdef FROM pg_indexes JOIN quarry_vector_collections c ON indexname = 'quarry_vec_' || c.id || '_hnsw' WHERE c.kb_id = ${kb}`
-    assert.match(index.indexdef as string, /USING hnsw \(dense vector_cosine_ops\) WITH \(m='16', ef_construction='64'\)/)
+    assert.match(index.indexdef as string, half
+      ? /USING hnsw \(\(\(dense\)::halfvec\(32\)\) halfvec_cosine_ops\) WITH \(m='16', ef_construction='64'\)/
+      : /USING hnsw \(dense vector_cosine_ops\) WITH \(m='16', ef_construction='64'\)/)
     const points = randomPoints(kb, 3000, 5, 32)
+    // Written by the default store: a collection keeps the index it was made with.
     await store.upsert(kb, points)
     await sql`ANALYZE`
     const before = await hnswScans(sql, kb)
@@ -117,6 +123,27 @@ describe('pgvector driver', { skip: skipUnless('postgres') }, () => {
     await searcher.close()
     // The searches went through the HNSW index, not a sequential scan.
     await waitFor(async () => (await hnswScans(sql, kb)) >= before + 20, 'the HNSW index scans in pg_stat_user_indexes')
+  })
+  }
+
+  it('takes the HNSW index for 1024-dimension vectors too, which PostgreSQL stores out of line (a sequential scan looks cheaper to its planner)', async () => {
+    const kb = kbName('wide-hnsw')
+    await store.ensureCollection(kb, 1024)
+    const points = randomPoints(kb, 1000, 16, 1024)
+    await store.upsert(kb, points)
+    await sql`ANALYZE`
+    const [toast] = await sql`SELECT pg_relation_size(t.reltoastrelid)::int AS bytes FROM pg_class t JOIN quarry_vector_collections c ON t.relname = 'quarry_vec_' || c.id WHERE c.kb_id = ${kb}`
+    assert.ok((toast.bytes as number) > 1000 * 4096, 'premise: the vectors are in the TOAST table')
+    const before = await hnswScans(sql, kb)
+    const searcher = await storeOn(db, { dimensions: 32 })
+    for (let i = 0; i < 10; i++) {
+      const q = points[i * 97].dense
+      const { dense } = await searcher.search(kb, { dense: q, limit: 10 })
+      assert.equal(dense[0].id, points[i * 97].payload.chunk_id)
+      assert.deepEqual(dense.map((h) => h.id), exactTop(points, q, 10).map((e) => e.id))
+    }
+    await searcher.close()
+    await waitFor(async () => (await hnswScans(sql, kb)) >= before + 10, 'the HNSW index scans in pg_stat_user_indexes')
   })
 
   it('fills `limit` under a selective filter, through the iterative scan or the exact fallback, ranked exactly', async () => {
@@ -248,6 +275,20 @@ describe('pgvector driver', { skip: skipUnless('postgres') }, () => {
     } finally {
       await other.close()
     }
+  })
+
+  it('reads a document\'s points back as stored: dense bit for bit, sparse ids (the full u32 range) and weights in order, payload', async () => {
+    const kb = kbName('points')
+    const pts = randomPoints(kb, 6, 31, 32, 6, 'p').map((p, i) => i === 2
+      ? { ...p, sparse: sparse([]) }
+      : { ...p, sparse: { indices: Uint32Array.from([4294967295, 7, 2 ** 31, i]), values: Float32Array.from([0.5, 1.25, 3, 0.1 * (i + 1)]) } })
+    await store.upsert(kb, [...pts].reverse())
+    assert.deepEqual(await store.docPoints(kb, 'p0'), pts)
+    assert.deepEqual(await store.docPoints(kb, 'none'), [])
+    assert.deepEqual(await store.docPoints(kbName('absent'), 'p0'), [])
+    // The largest ids score like the others.
+    const { sparse: hits } = await store.search(kb, { sparse: sparse([[4294967295, 1]]), limit: 10 })
+    assert.equal(hits.length, 5)
   })
 
   it('shares collections between store instances: a drop elsewhere empties searches here, and a write here creates the KB again', async () => {

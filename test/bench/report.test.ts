@@ -248,6 +248,26 @@ describe('normalisation of each benchmark', () => {
     assert.ok(n.notes.includes("'hybrid 10 KBs: cache hit vs miss, p50 (1 conn.)' not found in the result"), 'a missing figure is a note')
   })
 
+  it('search: pgvector against the embedded store, store only; a skipped section is a note', () => {
+    const stat = (p50: number) => ({ p50_ms: p50, p99_ms: p50 * 3 })
+    const raw = {
+      bench: 'search', machine: {}, sizes: { chunks: 2000, connections: 16 },
+      pgvector: {
+        one_caller: { embedded: { similarity: stat(1), hybrid: stat(1.5) }, pgvector: { similarity: stat(4), hybrid: stat(6) } },
+        load: { embedded: { similarity: { qps: 1000 }, hybrid: { qps: 800 } }, pgvector: { similarity: { qps: 250 }, hybrid: { qps: 100 } } },
+        recall_at_10: { embedded: 0.95, pgvector: 0.9 },
+      },
+    }
+    const n = normalise('search', raw)
+    const p50 = byMetric(n.comparisons, 'pgvector similarity 1 KB: p50 (1 caller, store only)')
+    assert.deepEqual([p50.ours, p50.baseline, p50.ratio, p50.higher_is_better, p50.baseline_name], [4, 1, 0.25, false, 'the embedded store'])
+    assert.deepEqual([byMetric(n.comparisons, 'pgvector hybrid 1 KB: QPS (store only, under load)').ours, byMetric(n.comparisons, 'pgvector hybrid 1 KB: QPS (store only, under load)').ratio], [100, 0.125])
+    assert.deepEqual([byMetric(n.comparisons, 'pgvector: dense recall@10 against exact search').ours, byMetric(n.comparisons, 'pgvector: dense recall@10 against exact search').baseline], [0.9, 0.95])
+    const skipped = normalise('search', { bench: 'search', machine: {}, sizes: {}, pgvector: { skipped: 'TEST_POSTGRES_URL not set' } })
+    assert.ok(!skipped.comparisons.some((c) => c.metric.startsWith('pgvector')))
+    assert.ok(skipped.notes.includes('pgvector: skipped (TEST_POSTGRES_URL not set)'))
+  })
+
   it('orama: our in-process search against the better Orama configuration on each figure', () => {
     const engine = (qps: [number, number, number], ndcg: [number, number, number], build: number, rss: number) => ({
       build_seconds: build, memory: { rss_mib: rss, heap_used_mib: 1, external_mib: 1 },
