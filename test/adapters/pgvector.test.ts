@@ -11,12 +11,13 @@ import postgres from 'postgres'
 import type { ChunkPayload, VectorFilter, VectorPoint, VectorStore } from '../../adapters/ports.ts'
 import { createPgvectorVectorStore, type PgvectorVectorStoreOptions } from '../../adapters/vectors/pgvector.ts'
 import { mulberry32 as rng } from '../../bench/lib/rng.ts'
-import { createTempDatabase, type TempDatabase } from '../helpers/pg.ts'
-import { serviceUrl, skipUnless } from '../helpers/services.ts'
+import { createTempDatabase, skipUnlessPgvector, type TempDatabase } from '../helpers/pg.ts'
+import { serviceUrl } from '../helpers/services.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { axis, cosine, DIMS, kbName, point, sparse, sparseScores, vectorStoreContract } from './vectors.contract.ts'
 
 const pgUrl = serviceUrl('postgres')
+const skip = await skipUnlessPgvector()
 const databases: TempDatabase[] = []
 after(async () => {
   for (const db of databases) await db.drop()
@@ -34,12 +35,12 @@ const storeOn = (db: TempDatabase, extra: Partial<PgvectorVectorStoreOptions> = 
 /** An admin connection to the test database, for what the driver does not expose (index definitions, statistics). */
 const admin = (db: TempDatabase) => postgres({ host: db.host, port: db.port, database: db.database, username: db.user, password: db.password || undefined, max: 1, onnotice: () => {} })
 
-if (pgUrl) {
+if (!skip) {
   vectorStoreContract('pgvector', async (dimensions) => storeOn(await tempDatabase(), { dimensions }))
   // The same contract with a tiny iterative-scan budget: every filtered search falls back to the exact scan of the kept rows.
   vectorStoreContract('pgvector (exact fallback of filtered searches)', async (dimensions) => storeOn(await tempDatabase(), { dimensions, maxScanTuples: 1 }))
 } else {
-  describe('VectorStore contract: pgvector', { skip: skipUnless('postgres') }, () => {
+  describe('VectorStore contract: pgvector', { skip }, () => {
     it('runs against PostgreSQL with pgvector', () => {})
   })
 }
@@ -73,7 +74,7 @@ async function hnswScans(sql: postgres.Sql, kb: string): Promise<number> {
   return rows.length === 0 ? -1 : (rows[0].n as number)
 }
 
-describe('pgvector driver', { skip: skipUnless('postgres') }, () => {
+describe('pgvector driver', { skip }, () => {
   let db: TempDatabase
   let store: VectorStore
   let sql: postgres.Sql
@@ -375,7 +376,7 @@ describe('pgvector driver', { skip: skipUnless('postgres') }, () => {
   })
 })
 
-describe('pgvector driver: errors', { skip: skipUnless('postgres') }, () => {
+describe('pgvector driver: errors', { skip }, () => {
   it('maps a server that is not there to 503, and a closed store too', async () => {
     const server = createServer()
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))

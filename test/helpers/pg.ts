@@ -1,6 +1,7 @@
 // A fresh PostgreSQL database per test suite, dropped afterwards, so suites never see each other's rows.
 import { randomBytes } from 'node:crypto'
 import postgres from 'postgres'
+import { serviceUrl, servicesRequired } from './services.ts'
 
 export interface TempDatabase {
   host: string
@@ -35,4 +36,23 @@ export async function createTempDatabase(url: string): Promise<TempDatabase> {
       }
     },
   }
+}
+
+/**
+ * For describe(..., { skip }) of suites on the pgvector driver: a reason when TEST_POSTGRES_URL is not set or its
+ * server has no pgvector to create (shared/vendor/install-pgvector.sh installs it); in CI (QUARRY_REQUIRE_SERVICES=1)
+ * a missing extension fails the run instead.
+ */
+export async function skipUnlessPgvector(): Promise<string | false> {
+  const url = serviceUrl('postgres')
+  if (!url) return 'TEST_POSTGRES_URL not set'
+  const sql = postgres(url, { max: 1, onnotice: () => {} })
+  try {
+    if ((await sql`SELECT 1 FROM pg_available_extensions WHERE name = 'vector'`).length > 0) return false
+  } finally {
+    await sql.end()
+  }
+  const reason = 'the PostgreSQL server of TEST_POSTGRES_URL has no pgvector (shared/vendor/install-pgvector.sh builds and installs it)'
+  if (servicesRequired()) throw new Error(`${reason}, but QUARRY_REQUIRE_SERVICES=1: the pgvector suites must run`)
+  return reason
 }

@@ -4,11 +4,12 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { startApp } from '../helpers/app.ts'
+import { skipUnlessPgvector } from '../helpers/pg.ts'
 import { skipUnless } from '../helpers/services.ts'
 import { docsSuite } from './docs.suite.ts'
 import { searchSuite } from './search.suite.ts'
 
-const skip = skipUnless('postgres') || skipUnless('redis')
+const skip = skipUnless('redis') || (await skipUnlessPgvector())
 const opts = { services: true, vectorStore: 'pgvector' as const }
 
 describe('documents on PostgreSQL (pgvector) + Redis + S3', { skip }, () => docsSuite('pgvector', opts))
