@@ -80,15 +80,20 @@ export async function buildSourceKb(svc: StartedApp): Promise<SourceKb> {
   }
   for (const [name, body] of Object.entries(files)) await upload(svc, kb, name, body)
   await settled(svc, kb)
-  // Copies of two notes: outdated, duplicate_of the original; one of them restored (a pair declared distinct).
-  files['glacier-copy.md'] = files['glacier.md']
+  // Copies of two notes. The orchard copy is outdated, duplicate_of the original. The glacier copy carries a title of
+  // its own (the same text under another title supersedes the original), and the original is restored: a pair
+  // declared distinct. Its title keeps the two apart in every ranking (chunks are encoded with the document's
+  // title): two chunks that tie are listed in whatever order a store holds them, which differs between stores.
+  files['glacier-copy.md'] = Buffer.from(files['glacier.md'].toString().replace('# The glacier notes', '# The glacier notes (copy)'))
   files['orchard-copy.md'] = files['orchard.md']
-  const copyA = await upload(svc, kb, 'glacier-copy.md', files['glacier.md'])
+  await upload(svc, kb, 'glacier-copy.md', files['glacier-copy.md'])
   await upload(svc, kb, 'orchard-copy.md', files['orchard.md'])
   files['broken.pdf'] = Buffer.from('this is not a PDF at all')
   await upload(svc, kb, 'broken.pdf', files['broken.pdf'])
   await settled(svc, kb)
-  assert.equal((await svc.request(`/api/kb/${kb}/docs/${copyA}/restore`, { method: 'POST' })).status, 202)
+  const glacier = (await listAll(svc, kb)).find((d) => d.source === 'glacier.md')!
+  assert.equal(glacier.status, 'outdated', 'the same text under another title superseded it')
+  assert.equal((await svc.request(`/api/kb/${kb}/docs/${glacier.doc_id}/restore`, { method: 'POST' })).status, 202)
   await settled(svc, kb)
   // A soft-deleted document keeps its file.
   const docs = await listAll(svc, kb)
