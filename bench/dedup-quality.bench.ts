@@ -779,7 +779,8 @@ export async function run(opts: DedupQualityOptions = {}): Promise<Record<string
     identical_recall_pct: pct(identicalHits, identicalTrials), identical_recall_same_length_pct: pct(sameLengthIdentical, identicalTrials), similar_recall_pct: pct(similarHits, similarTrials),
     title_changed_pct: pct(titleHits, similarTrials),
     screening,
-    targets: { false_positives: 0, identical_recall_pct: 95, similar_recall_pct: 95 },
+    families, near_copy_stall: stall,
+    targets: { false_positives: 0, identical_recall_pct: 95, similar_recall_pct: 95, siblings_hidden: 0, overlaps_hidden: 0, revision_recall_pct: 95, copy_recall_pct: 99, near_copy_stall_ms: 50 },
   }
   const mark = (ok: boolean) => (ok ? 'met' : 'NOT MET')
   console.log(`false positives: ${fp} over ${pairs} document pairs (target 0: ${mark(fp === 0)}); before this change: ${fpBefore}`)

@@ -28,8 +28,9 @@ export const SUITE: readonly SuiteEntry[] = [
     options: (mode) => (mode === 'smoke' ? { quick: true, chars: 100_000, rounds: 1 } : quickUnlessFull(mode)),
   },
   {
-    name: 'dedup-quality', file: 'dedup-quality.bench.ts', what: 'near-duplicate verdicts on SciFact documents (false positives, recall) and screening cost vs the screen before issue 12',
-    options: (mode) => (mode === 'smoke' ? { quick: true, docs: 6, kbSizes: [2000], queries: 50, rounds: 1 } : quickUnlessFull(mode)),
+    name: 'dedup-quality', file: 'dedup-quality.bench.ts',
+    what: 'near-duplicate verdicts on SciFact documents (false positives, recall), template siblings, overlaps, revisions and copies (issue 36), the event-loop stall while a near-copy is screened, and screening cost vs the screen before issue 12',
+    options: (mode) => (mode === 'smoke' ? { quick: true, docs: 6, kbSizes: [2000], queries: 50, rounds: 1, members: 6, overlaps: 6, stallMb: 1 } : quickUnlessFull(mode)),
   },
   {
     name: 'parse', file: 'parse.bench.ts', what: 'PDF pages/s through the compute pool vs pdf.js in the main thread',

@@ -433,6 +433,14 @@ function dedupQuality(raw: unknown): Normalised {
     { unit: 'documents', higher_is_better: false, baseline_name: 'the decision before issue 12', target: 0, target_of: 'value' })
   add('dedup recall: 1-5 % of words changed judged identical', num(raw, 'identical_recall_pct'), null, { unit: '%', target: 95 })
   add('dedup recall: one paragraph in ten replaced judged similar', num(raw, 'similar_recall_pct'), null, { unit: '%', target: 95 })
+  // issue 36: documents of one template, overlaps, their revisions and copies; the event loop while a near-copy is screened
+  const fewer = { unit: 'documents', higher_is_better: false, baseline_name: 'stages 1-3 without the relation rule', target: 0, target_of: 'value' } as const
+  add('dedup siblings hidden: template families, one after another into a KB', num(raw, 'families.siblings_hidden'), num(raw, 'families.siblings_hidden_before'), fewer)
+  add('dedup overlaps hidden: a quarter to a half shared', num(raw, 'families.overlaps_hidden'), num(raw, 'families.overlaps_hidden_before'), fewer)
+  add('dedup recall: revisions of template members and overlaps found', num(raw, 'families.revision_recall_pct'), null, { unit: '%', target: 95 })
+  add('dedup recall: copies found', num(raw, 'families.copy_recall_pct'), null, { unit: '%', target: 99 })
+  add('worst event-loop stall while a near-copy is screened', num(raw, 'near_copy_stall.worst_stall_ms'), num(raw, 'near_copy_stall.before_stall_ms'),
+    { unit: 'ms', higher_is_better: false, baseline_name: 'every chunk pair on the main thread (timed on 200 rows, scaled)', target: 50, target_of: 'value' })
   const screening = at(raw, 'screening')
   for (const s of Array.isArray(screening) ? screening : []) {
     const range = (k: string): [number, number] | undefined => (Array.isArray(s?.[k]) && s[k].length === 2 ? [s[k][0], s[k][1]] : undefined)
