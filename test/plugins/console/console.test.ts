@@ -265,6 +265,8 @@ describe('operator console, base edition (embedded)', { skip: skipWithoutChromiu
     await page.getByRole('button', { name: 'Title', exact: true }).click()
     await waitFor(async () => (await page.locator('table.docs th[aria-sort="descending"]').count()) === 1, 'title sorted descending')
     await page.getByRole('button', { name: 'Title', exact: true }).click()
+    // the view re-renders after the click: read the fields once it shows the new order (a loaded machine is slow to)
+    await waitFor(async () => (await page.locator('table.docs th[aria-sort="ascending"]').count()) === 1, 'title sorted ascending')
     assert.equal(await page.getByLabel('Sort by').inputValue(), 'title', 'the header sort shows in the sort field')
     assert.equal(await page.getByLabel('Order').inputValue(), 'asc')
     const byTitle = ((await (await svc.request('/api/kb/docs-kb/docs?sort_by=title&sort_order=asc')).json()) as Json).items.map((d: Json) => d.title)
