@@ -8,7 +8,6 @@
 import assert from 'node:assert/strict'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -16,6 +15,7 @@ import { describe, it } from 'node:test'
 import { stringify } from 'yaml'
 import { closeAdapters, createAdapters } from '../../adapters/index.ts'
 import { resolveSettings } from '../../kernel/config/load.ts'
+import { freePort } from '../helpers/ports.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { md, prose } from '../plugins/docs.suite.ts'
 
@@ -42,14 +42,6 @@ function exitStatus(pid: number): { code: number; signal: number } | null {
   if (fields[0] !== 'Z') return null
   const status = Number(fields[49])
   return { code: (status >> 8) & 0xff, signal: status & 0x7f }
-}
-
-async function freePort(): Promise<number> {
-  const srv = createServer()
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r))
-  const port = (srv.address() as { port: number }).port
-  await new Promise<void>((r) => srv.close(() => r()))
-  return port
 }
 
 /** A word no other document holds: letters only, so that every tokenizer keeps it whole. */

@@ -5,22 +5,14 @@
 import assert from 'node:assert/strict'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 import { stringify } from 'yaml'
+import { freePort } from '../helpers/ports.ts'
 import { waitFor } from '../helpers/wait.ts'
 
 const isRoot = process.getuid?.() === 0
-
-async function freePort(): Promise<number> {
-  const srv = createServer()
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r))
-  const port = (srv.address() as { port: number }).port
-  await new Promise<void>((r) => srv.close(() => r()))
-  return port
-}
 
 interface Started {
   child: ChildProcess
