@@ -6,7 +6,7 @@
 // A refused destination fails before any packet is sent: the refusal reads the same whether the host would
 // have refused the connection, timed out or not existed, so `last_error` maps no network.
 //
-// Policy (settings `connectors.egress`, README "Connectors"): public addresses pass; private ranges pass when
+// Policy (settings `connectors.egress`, docs/connectors.md): public addresses pass; private ranges pass when
 // `private_networks` allows them (by default in the base edition only) or `allow` names them (a CIDR, an
 // address, or a host name); loopback, link-local, cloud metadata, unspecified, multicast, reserved addresses and
 // the service's own listeners pass only when `allow` lists them by address (a host name never unlocks them).

@@ -23,7 +23,7 @@ export function readEnv(name: string): string | undefined {
 /**
  * Default of `connectors.secret_env_names`: the variables a connector may send to its source. CONNECTOR_* is
  * this project's convention; GITHUB_TOKEN and CONFLUENCE_* are the names the older service's docs and setup
- * scripts use, so those run unchanged. The list is a trade-off (README "Connectors"): a config names the
+ * scripts use, so those run unchanged. The list is a trade-off (docs/connectors.md, "Secrets"): a config names the
  * variable and chooses the host it is sent to, so every admitted name is readable by a KB admin's server.
  */
 export const DEFAULT_SECRET_ENV_NAMES: readonly string[] = Object.freeze([

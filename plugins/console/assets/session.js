@@ -47,7 +47,7 @@ export function canCreateKb() {
 
 /**
  * Members, invites and ownership: admins and owners while role checks are on; while they are off only a
- * super-admin may change them (README, access-controlled edition).
+ * super-admin may change them (docs/access-control.md, "Members, invites, ownership").
  */
 export function canManageMembers(kb) {
   if (!ent() || !kb) return false
