@@ -75,6 +75,11 @@ export interface Queue {
   depth(topic: string): Promise<QueueDepth>
   /** Calls listener soon after a message is enqueued on topic (a hint; consumers still poll). */
   subscribe(topic: string, listener: () => void): () => void
+  /**
+   * Calls listener when the queue may have lost messages: its server came back as another instance (a Redis restarted
+   * without persistence). Consumers then look for documents whose events are gone. Absent on a queue that cannot.
+   */
+  onLoss?(listener: () => void): () => void
   ping(): Promise<boolean>
   close(): Promise<void>
 }

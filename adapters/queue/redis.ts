@@ -163,6 +163,27 @@ export async function createRedisQueue(options: RedisQueueOptions): Promise<Queu
   client.defineCommand('quarryDepth', { numberOfKeys: 3, lua: DEPTH })
   const scripts = client as unknown as Scripts
 
+  // The server's run_id, read at each (re)connect (the first connect included: the client connects lazily): another
+  // one is a restarted server, whose keys may be gone.
+  const lossListeners = new Set<() => void>()
+  let runId: string | null = null
+  const readRunId = async () => /run_id:(\w+)/.exec(await client.info('server'))?.[1] ?? null
+  client.on('ready', () => {
+    void readRunId().then((id) => {
+      if (id === null || id === runId) return
+      const restarted = runId !== null
+      runId = id
+      if (!restarted) return
+      for (const listener of lossListeners) {
+        try {
+          listener()
+        } catch {
+          // A listener's failure is not the queue's.
+        }
+      }
+    }, () => {})
+  })
+
   let subscriber: RedisClient | undefined
   const listeners = new Map<string, Set<() => void>>()
   let closed = false
@@ -282,6 +303,11 @@ export async function createRedisQueue(options: RedisQueueOptions): Promise<Queu
         listeners.delete(channel)
         if (!closed) subscriber?.unsubscribe(channel).catch(() => {})
       }
+    },
+
+    onLoss(listener) {
+      lossListeners.add(listener)
+      return () => void lossListeners.delete(listener)
     },
 
     async ping() {

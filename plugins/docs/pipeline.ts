@@ -16,7 +16,8 @@ import { compare, dedupRecords, dropSignatures, finishIndexed, rankByIdentity, r
 import { effectiveKbSettings } from '../../kernel/config/kb-settings.ts'
 import { docTypeOf } from './formats.ts'
 import type { DocRepo, DocumentRecord } from './repo.ts'
-import type { DocEvent } from './service.ts'
+import { INGEST_TOPIC, type DocEvent } from './service.ts'
+import { isTransient, retryDelayMs, TRANSIENT_RETRIES } from './transient.ts'
 import { truncateError } from './states.ts'
 import { runStopped, type Processor } from './worker.ts'
 import { telemetry } from '../../kernel/telemetry.ts'
@@ -36,8 +37,8 @@ export interface PipelineMetrics {
 }
 
 class StageError extends Error {
-  constructor(readonly stage: Stage, readonly detail: string) {
-    super(`${stage} failed: ${detail}`)
+  constructor(readonly stage: Stage, readonly detail: string, cause?: unknown) {
+    super(`${stage} failed: ${detail}`, cause === undefined ? undefined : { cause })
   }
 }
 
@@ -69,7 +70,7 @@ export function createProcessor(deps: {
       return await telemetry.span(`ingest.${stage}`, fn)
     } catch (err) {
       if (err instanceof StageError || err instanceof Superseded) throw err
-      throw new StageError(stage, err instanceof Error ? err.message : String(err))
+      throw new StageError(stage, err instanceof Error ? err.message : String(err), err)
     } finally {
       const ms = performance.now() - started
       metrics.stageMs[stage] += ms
@@ -81,7 +82,7 @@ export function createProcessor(deps: {
     return embedder.embed(texts, { signal })
   }
 
-  async function ingest(doc: DocumentRecord & { kb_overrides: Record<string, unknown> | null }, _event: Extract<DocEvent, { op: 'ingest' }>, signal: AbortSignal): Promise<void> {
+  async function ingest(doc: DocumentRecord & { kb_overrides: Record<string, unknown> | null }, event: Extract<DocEvent, { op: 'ingest' }>, signal: AbortSignal): Promise<void> {
     metrics.documents++
     const kbId = doc.kb_id
     const docId = doc.doc_id
@@ -313,11 +314,48 @@ export function createProcessor(deps: {
         log.info({ doc_id: docId }, 'document changed state while processing; result discarded')
         return
       }
-      metrics.failed++
       const message = err instanceof StageError ? err.message : `processing failed: ${err instanceof Error ? err.message : String(err)}`
+      const retry = (event.retry ?? 0) + 1
+      // An embedding provider that is down has its own retries (embedding.max_retries), and they are its policy.
+      if (isTransient(err) && !(err instanceof StageError && err.stage === 'embed')) {
+        if (retry <= TRANSIENT_RETRIES && (await retryLater(doc, event, retry, message))) return
+        if (retry > TRANSIENT_RETRIES) {
+          metrics.failed++
+          await repo.transition(docId, ['running'], 'failed', { last_error: truncateError(`${message} (tried ${retry} times over ${Math.round(totalRetryMs() / 1000)} s; reindex the document once the store is back)`) })
+          log.warn({ doc_id: docId, kb_id: kbId, reason: message }, 'document failed: a store stayed unavailable through every retry')
+          return
+        }
+        // Could not even queue the retry (the queue is down too): the row stays running without a heartbeat, and the
+        // worker's recovery queues it again once it is stale.
+        log.warn({ doc_id: docId, kb_id: kbId, reason: message }, 'transient failure and the retry could not be queued: left to recovery')
+        return
+      }
+      metrics.failed++
       await repo.transition(docId, ['running'], 'failed', { last_error: truncateError(message) })
       log.warn({ doc_id: docId, kb_id: kbId, reason: message }, 'document failed')
     }
+  }
+
+  const totalRetryMs = () => Array.from({ length: TRANSIENT_RETRIES }, (_, i) => retryDelayMs(i + 1)).reduce((a, b) => a + b, 0)
+
+  /**
+   * A run met a store or provider that is down for now (transient.ts): the retry event is queued with a delay first,
+   * then the row goes back to pending with the reason, so a client sees why it waits. False when the retry could not
+   * be queued. If the row cannot be moved (PostgreSQL down as well), the queued retry finds it running, waits its
+   * turn, and the worker's recovery moves it once its heartbeat is stale.
+   */
+  async function retryLater(doc: DocumentRecord, event: Extract<DocEvent, { op: 'ingest' }>, retry: number, message: string): Promise<boolean> {
+    const delayMs = retryDelayMs(retry)
+    try {
+      await adapters.queue.enqueue(INGEST_TOPIC, doc.doc_id, { ...event, force: true, retry } satisfies DocEvent, { delayMs })
+    } catch {
+      return false
+    }
+    await repo.transition(doc.doc_id, ['running'], 'pending', {
+      pending_op: 'ingest', last_error: truncateError(`Retry ${retry} of ${TRANSIENT_RETRIES} in ${delayMs / 1000} s: ${message}`),
+    }).catch((err) => log.warn({ err, doc_id: doc.doc_id }, 'could not move a document back to pending for its retry'))
+    log.warn({ doc_id: doc.doc_id, retry, delay_ms: delayMs, reason: message }, 'transient failure: document queued again')
+    return true
   }
 
   async function finishIdentical(doc: DocumentRecord, verdict: Exclude<FinalVerdict, { verdict: 'unique' }>, title: string, docType: string): Promise<void> {

@@ -16,7 +16,8 @@ import { FAIL_REASON, FAILABLE, isActive, RECOVER_REASON, STABLE, truncateError,
 export const INGEST_TOPIC = 'ingest'
 
 export type DocEvent =
-  | { op: 'ingest'; kb_id: string; doc_id: string; force: boolean }
+  /** retry: how many times a run of this document met a store that was down (pipeline.ts, transient.ts). */
+  | { op: 'ingest'; kb_id: string; doc_id: string; force: boolean; retry?: number }
   | { op: 'delete'; kb_id: string; doc_id: string; hard: boolean }
 
 export interface UploadResult {

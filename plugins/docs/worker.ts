@@ -84,6 +84,7 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
   let wake: (() => void) | null = null
   let loop: Promise<void> | null = null
   let unsubscribe: (() => void) | null = null
+  let unsubscribeLoss: (() => void) | null = null
   let recoveryTimer: NodeJS.Timeout | null = null
   let heartbeatTimer: NodeJS.Timeout | null = null
   let watchTimer: NodeJS.Timeout | null = null
@@ -173,7 +174,12 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
       if (batch.length > 0) cancelBurstEnd()
       handled += batch.length
       for (const msg of batch) {
-        const p = handle(msg).catch((err) => log.error({ err, event: msg.payload }, 'event handling failed'))
+        // A failure outside the run (the claim or the ack met PostgreSQL or Redis down): the event comes back after the
+        // retry interval instead of its lease, which outlasts a restart by minutes.
+        const p = handle(msg).catch((err) => {
+          log.error({ err, event: msg.payload }, 'event handling failed; the event is retried')
+          return queue.defer(INGEST_TOPIC, msg.id, opts.retryIntervalMs).catch(() => {})
+        })
         active.add(p)
         void p.finally(() => {
           active.delete(p)
@@ -244,7 +250,12 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
     const now = Date.now()
     if (now - lastPendingCheck < PENDING_CHECK_MS) return
     lastPendingCheck = now
-    const pending = await repo.pendingSince(staleMs)
+    await requeueLost(staleMs)
+  }
+
+  /** Queues again the documents pending for at least minAgeMs whose event the queue does not hold. */
+  async function requeueLost(minAgeMs: number): Promise<void> {
+    const pending = await repo.pendingSince(minAgeMs)
     if (pending.length === 0) return
     const queued = await queue.present(INGEST_TOPIC, pending.map((d) => d.doc_id))
     for (const doc of pending) {
@@ -274,6 +285,13 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
       running = true
       await recover(startOpts.recoverAll ? 0 : opts.staleMs).catch((err) => log.error({ err }, 'start-up recovery failed'))
       unsubscribe = queue.subscribe(INGEST_TOPIC, nudge)
+      // The queue's server came back without its messages (a Redis restarted without persistence): every pending
+      // document whatever its age is looked for at once (an event queued twice is harmless: the claim is a
+      // compare-and-set, and the second event is dropped).
+      unsubscribeLoss = queue.onLoss?.(() => {
+        log.warn('the queue may have lost messages (its server restarted): looking for pending documents without an event')
+        void requeueLost(0).then(nudge, (err) => log.warn({ err }, 'looking for lost events failed'))
+      }) ?? null
       heartbeatTimer = setInterval(() => {
         void repo.heartbeat([...inProgress.keys()]).catch((err) => log.warn({ err }, 'heartbeat failed'))
       }, opts.heartbeatMs)
@@ -292,6 +310,7 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
       if (!running) return
       running = false
       unsubscribe?.()
+      unsubscribeLoss?.()
       if (heartbeatTimer) clearInterval(heartbeatTimer)
       if (watchTimer) clearInterval(watchTimer)
       if (recoveryTimer) clearInterval(recoveryTimer)

@@ -12,6 +12,7 @@ import { promisify } from 'node:util'
 import { describe, it, type TestContext } from 'node:test'
 import { createEmbeddedQueue } from '../../adapters/queue/embedded.ts'
 import { createRedisQueue, type RedisQueueOptions } from '../../adapters/queue/redis.ts'
+import { startOwnedRedis } from '../helpers/servers.ts'
 import { serviceUrl, skipUnless } from '../helpers/services.ts'
 import { queueContract, type QueueHarness } from './queue.contract.ts'
 
@@ -201,6 +202,38 @@ describe('redis queue', { skip: skipUnless('redis') }, () => {
     assert.equal(await q.ping(), false)
   })
 
+  it('tells its listeners when its server came back as another instance (a restart that lost the keys), not on a reconnect to the same one', { timeout: 60_000 }, async (t) => {
+    // A redis-server of the test's own: it is restarted here.
+    const own = await startOwnedRedis({ persist: false })
+    t.after(() => own.close())
+    const q = await createRedisQueue({ host: '127.0.0.1', port: own.port, prefix: 'loss' })
+    t.after(() => q.close())
+    let losses = 0
+    const off = q.onLoss!(() => losses++)
+    await q.enqueue('jobs', 'a', 1)
+    // A dropped connection to the same server is no loss.
+    const { Redis } = await import('ioredis')
+    const admin = new Redis({ host: '127.0.0.1', port: own.port })
+    t.after(() => admin.disconnect())
+    await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes')
+    await waitUntil(async () => (await q.depth('jobs').catch(() => null))?.ready === 1)
+    await sleep(300)
+    assert.equal(losses, 0, 'a reconnect to the same server is no loss')
+    await own.stop('kill')
+    await own.start()
+    await waitUntil(async () => {
+      await q.depth('jobs').catch(() => null)
+      return losses === 1
+    })
+    assert.deepEqual(await q.depth('jobs'), { ready: 0, delayed: 0, inflight: 0 }, 'the restarted server lost the message')
+    off()
+    await own.stop('kill')
+    await own.start()
+    await waitUntil(async () => (await q.ping()))
+    await sleep(300)
+    assert.equal(losses, 1, 'a listener removed is not called')
+  })
+
   it('two instances never hold the same message inside its lease, even under contention', async (t) => {
     const h = await harness(t)
     const queues = await Promise.all([h.open(), h.open(), h.open()])
@@ -216,3 +249,11 @@ describe('redis queue', { skip: skipUnless('redis') }, () => {
     assert.deepEqual(await queues[1].reserve(topic, 10, 60_000), [])
   })
 })
+
+async function waitUntil(probe: () => Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await probe())) {
+    if (Date.now() > deadline) throw new Error('timed out')
+    await sleep(50)
+  }
+}

@@ -47,7 +47,7 @@ interface FilesystemStore {
  * is patched to write a temporary file (not listed: it lacks the object suffix) renamed into place only
  * when the body arrived whole, as S3 itself behaves.
  */
-function makePutsAtomic(require: NodeRequire): void {
+export function makePutsAtomic(require: NodeRequire): void {
   const store = (require('s3rver/lib/stores/filesystem') as { prototype: FilesystemStore }).prototype
   if ((store as { quarryAtomic?: boolean }).quarryAtomic) return
   Object.assign(store, {

@@ -3,7 +3,8 @@ import { describe, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
+import { createServer as createHttpServer, request as httpRequest } from 'node:http'
+import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
@@ -13,6 +14,7 @@ import { INGEST_TOPIC } from '../../plugins/docs/service.ts'
 import { createWorker, type Processor } from '../../plugins/docs/worker.ts'
 import { startApp, type StartedApp } from '../helpers/app.ts'
 import { startFakeEmbeddingServer } from '../helpers/fake-embedding-server.ts'
+import { startS3rver } from '../helpers/s3rver.ts'
 import { skipUnless } from '../helpers/services.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { md, newKb, prose, settle, status, upload } from './docs.suite.ts'
@@ -91,6 +93,57 @@ describe('object storage down', { skip: skipUnless('postgres') || skipUnless('re
     const ready = await (await svc.request('/ready')).json() as Json
     assert.equal(ready.checks.s3, false)
     assert.equal(ready.status, 'ready', 'object storage is not critical for readiness')
+  })
+})
+
+describe('object storage down while documents are processed', { skip: skipUnless('postgres') || skipUnless('redis') }, () => {
+  it('the document waits for its retry with the reason in its status, then is indexed once storage is back', { timeout: 120_000 }, async (t) => {
+    // S3 behind a loopback proxy that cuts every read of an object off while `reads` is false: uploads (PUT) pass.
+    const s3 = await startS3rver()
+    t.after(() => s3.close())
+    let reads = false
+    let cut = 0
+    const target = new URL(s3.endpoint)
+    const proxy = createHttpServer((req, res) => {
+      if (req.method === 'GET' && !reads && (req.url ?? '').split('?')[0].split('/').filter(Boolean).length >= 2) {
+        cut++
+        req.socket.destroy()
+        return
+      }
+      const up = httpRequest({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (ur) => {
+        res.writeHead(ur.statusCode ?? 502, ur.headers)
+        ur.pipe(res)
+      })
+      up.on('error', () => res.socket?.destroy())
+      req.pipe(up)
+    })
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r))
+    t.after(() => new Promise<void>((r) => {
+      proxy.closeAllConnections()
+      proxy.close(() => r())
+    }))
+    const endpoint = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`
+    const svc = await startApp(t, {
+      services: true,
+      settings: { ...fastPoll, s3: { endpoint, access_key: s3.accessKey, secret_key: s3.secretKey, rag_bucket: s3.bucket, insecure: true } },
+    })
+    const kb = await newKb(svc)
+    const res = await upload(svc, kb, 'waits.md', md('Waits', `${prose('storage-retry')} Reference qzwaitsxk.`))
+    assert.equal(res.status, 202)
+    const id = ((await res.json()) as Json).doc_id
+    // Read, cut off, queued again: pending, with the retry and the store's failure in last_error.
+    const waiting = await waitFor(async () => {
+      const s = await status(svc, kb, id)
+      return s.status === 'pending' && /^Retry 2 of \d+ in 2 s: validate failed: Object storage/.test(s.last_error ?? '') ? s : null
+    }, 'the document to wait for its second retry', 60_000)
+    assert.ok(cut >= 2, `reads were cut off (${cut})`)
+    assert.equal(waiting.chunk_count ?? 0, 0)
+    reads = true
+    const done = await settle(svc, kb, id, ['indexed', 'failed'])
+    assert.equal(done.status, 'indexed', JSON.stringify(done))
+    assert.equal(done.last_error, null)
+    const found = (await (await svc.request('/api/search', { method: 'POST', json: { query: 'qzwaitsxk', kb_ids: [kb] } })).json()) as Json
+    assert.deepEqual(found.results.map((r: Json) => r.doc_id).filter((d: string) => d === id).length > 0, true)
   })
 })
 
