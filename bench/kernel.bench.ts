@@ -1,15 +1,18 @@
 // Kernel throughput: the same GET and JSON POST handlers on our uWS kernel, node:http, Fastify 5 and bare
 // uWebSockets.js (the transport alone: the ceiling for any kernel on it), loaded by wrk (a separate process) in
-// alternating rounds after a warm-up. Targets (issue 17): at least 3x Fastify on GET, 2.5x on POST.
+// alternating rounds after a warm-up. Target (issue 40): at least 0.95 of bare uWebSockets.js's req/s on GET and on
+// POST, measured in the same run. node:http and Fastify are shown beside it, not gated.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { writeFileSync, mkdtempSync } from 'node:fs'
-import { cpus, tmpdir } from 'node:os'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { machine } from './lib/machine.ts'
+import { TARGETS } from './report/targets.ts'
 
 type Server = 'quarry' | 'node' | 'fastify' | 'uws'
 const SERVERS: Server[] = ['quarry', 'node', 'fastify', 'uws']
-const TARGETS = { get: 3, post: 2.5 } as const
+const TARGET_VS_UWS = TARGETS.kernel.rps_vs_bare_uws_min
 
 export interface KernelBenchOptions {
   quick: boolean
@@ -96,21 +99,25 @@ export async function run(opts: KernelBenchOptions = { quick: true }) {
         return { rps_median: Math.round(median(rps)), rps_min: Math.round(Math.min(...rps)), rps_max: Math.round(Math.max(...rps)), p99_ms_median: +median(p99).toFixed(3) }
       }
       const q = stat('quarry'), n = stat('node'), f = stat('fastify'), u = stat('uws')
+      const ratioVsUws = +(q.rps_median / u.rps_median).toFixed(3)
       summary[route] = {
         quarry: q, node_http: n, fastify: f, uws: u,
+        // The gated figure: the share of what the transport allows (bare uWS, same handlers) that the kernel keeps.
+        ratio_vs_uws: ratioVsUws,
+        target_vs_uws: TARGET_VS_UWS,
+        met: ratioVsUws >= TARGET_VS_UWS,
+        // Shown beside it, not gated.
         ratio_vs_fastify: +(q.rps_median / f.rps_median).toFixed(2),
-        target_vs_fastify: TARGETS[route],
         ratio_vs_node_http: +(q.rps_median / n.rps_median).toFixed(2),
-        // what the transport allows: bare uWS vs Fastify, and the share of it the kernel keeps
         uws_vs_fastify: +(u.rps_median / f.rps_median).toFixed(2),
-        ratio_vs_uws: +(q.rps_median / u.rps_median).toFixed(2),
       }
     }
     return {
       name: 'kernel',
-      machine: { cpu: cpus()[0]?.model, cores: cpus().length, node: process.version },
+      machine: machine(),
       sizes: { rounds, seconds_per_round: seconds, connections: 64, wrk_threads: 1 },
-      target: `quarry req/s >= ${TARGETS.get}x fastify on GET, >= ${TARGETS.post}x on POST`,
+      target: `quarry req/s >= ${TARGET_VS_UWS}x bare uWebSockets.js (same handlers, same run) on GET and on POST`,
+      targets: { rps_vs_bare_uws_min: TARGET_VS_UWS },
       results: summary,
     }
   } finally {
@@ -121,10 +128,11 @@ export async function run(opts: KernelBenchOptions = { quick: true }) {
 if (import.meta.url === `file://${process.argv[1]}`) {
   const result = await run({ quick: !process.argv.includes('--full') })
   const r = result.results as Record<string, any>
-  console.log(`machine: ${result.machine.cpu} x${result.machine.cores}, node ${result.machine.node}; ${JSON.stringify(result.sizes)}`)
+  const m = result.machine
+  console.log(`machine: ${m.cpu} x${m.cores}, ${m.memory_gb} GB, node ${m.node}, load average ${JSON.stringify(m.load_average)}; ${JSON.stringify(result.sizes)}`)
   for (const route of ['get', 'post']) {
     const x = r[route]
-    console.log(`${route.toUpperCase().padEnd(4)} quarry ${x.quarry.rps_median} req/s (p99 ${x.quarry.p99_ms_median} ms) | node:http ${x.node_http.rps_median} (p99 ${x.node_http.p99_ms_median}) | fastify ${x.fastify.rps_median} (p99 ${x.fastify.p99_ms_median}) | bare uws ${x.uws.rps_median} (p99 ${x.uws.p99_ms_median})`)
-    console.log(`     ratio vs fastify ${x.ratio_vs_fastify}x (target ${x.target_vs_fastify}x: ${x.ratio_vs_fastify >= x.target_vs_fastify ? 'met' : 'NOT met'}), vs node:http ${x.ratio_vs_node_http}x; bare uws vs fastify ${x.uws_vs_fastify}x, quarry vs bare uws ${x.ratio_vs_uws}x`)
+    console.log(`${route.toUpperCase().padEnd(4)} quarry ${x.quarry.rps_median} req/s (p99 ${x.quarry.p99_ms_median} ms) | bare uws ${x.uws.rps_median} (p99 ${x.uws.p99_ms_median}) | node:http ${x.node_http.rps_median} (p99 ${x.node_http.p99_ms_median}) | fastify ${x.fastify.rps_median} (p99 ${x.fastify.p99_ms_median})`)
+    console.log(`     quarry vs bare uws ${x.ratio_vs_uws}x (target >= ${x.target_vs_uws}x: ${x.met ? 'met' : 'NOT met'}); not gated: vs fastify ${x.ratio_vs_fastify}x, vs node:http ${x.ratio_vs_node_http}x, bare uws vs fastify ${x.uws_vs_fastify}x`)
   }
 }

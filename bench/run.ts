@@ -22,7 +22,7 @@ import type { ChildAnswer, ChildRequest } from './lib/bench-child.ts'
 import { machine } from './lib/machine.ts'
 import { SUITE, suiteNames, type SuiteEntry } from './lib/suite.ts'
 import { compareSuites, DEFAULT_MARGIN, formatCompareTable } from './report/compare.ts'
-import { renderReport } from './report/markdown.ts'
+import { metText, renderReport, targetText } from './report/markdown.ts'
 import { normalise, type Normalised } from './report/normalise.ts'
 import { formatValue } from './report/svg.ts'
 import type { NormalisedBench, SuiteMode, SuiteResult } from './report/types.ts'
@@ -144,7 +144,8 @@ function headline(b: NormalisedBench): string[] {
   if (b.status !== 'ok') return [`  ${b.status.toUpperCase()}: ${(b.error ?? '').split('\n')[0]}`]
   return b.comparisons.map((c) => {
     const vs = c.baseline === null ? '' : ` vs ${formatValue(c.baseline)} (${c.baseline_name ?? 'baseline'}) = ${c.ratio === null ? '-' : formatValue(c.ratio)}x`
-    const target = c.target === undefined ? '' : ` [target ${c.target_of === 'ratio' ? `${c.target}x` : `${c.target} ${c.unit}`}: ${c.met ? 'met' : 'NOT met'}]`
+    const met = c.met === undefined ? metText(c) : c.met ? 'met' : 'NOT met'
+    const target = c.target === undefined ? '' : ` [target ${targetText(c)}: ${met}]`
     return `  ${c.metric}: ${formatValue(c.ours)} ${c.unit}${vs}${target}`
   })
 }

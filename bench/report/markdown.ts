@@ -18,13 +18,32 @@ function withRange(v: number, range: [number, number] | undefined): string {
   return range ? `${formatValue(v)} (${formatValue(range[0])}–${formatValue(range[1])})` : formatValue(v)
 }
 
-function targetText(c: Comparison): string {
+/** The target as the issue states it: '≥ 0.95x', '≤ 1.5x the baseline (now 1.59x)', '≤ 450 MB at 5,000 documents'. */
+export function targetText(c: Comparison): string {
   if (c.target === undefined) return ''
   const dir = c.target_of === 'ratio' || c.higher_is_better ? '≥' : '≤'
-  return c.target_of === 'ratio' ? `${dir} ${formatValue(c.target)}x` : `${dir} ${formatValue(c.target)} ${c.unit}`
+  let text: string
+  if (c.target_of === 'ratio') text = `${dir} ${formatValue(c.target)}x`
+  else if (c.target_of === 'factor') {
+    const f = c.baseline === null ? null : c.ours / c.baseline
+    text = `${dir} ${formatValue(c.target)}x the baseline${f === null || !Number.isFinite(f) ? '' : ` (now ${formatValue(+f.toPrecision(4))}x)`}`
+  } else text = `${dir} ${formatValue(c.target)} ${c.unit}`
+  return c.target_at === undefined ? text : `${text} ${c.target_at}`
 }
 
-const metText = (c: Comparison) => (c.met === undefined ? '' : c.met ? 'yes' : '**no**')
+/** Whether the target was met; a target defined at another size than the run's is shown but not judged. */
+export function metText(c: Comparison): string {
+  if (c.met !== undefined) return c.met ? 'yes' : '**no**'
+  return c.target === undefined ? '' : 'not judged at this size'
+}
+
+/** A target on the ratio chart's scale (above 1 = ours ahead): a factor turned round when lower is better. */
+function ratioTarget(c: Comparison): number | undefined {
+  if (c.target === undefined) return undefined
+  if (c.target_of === 'ratio') return c.target
+  if (c.target_of === 'factor') return c.higher_is_better ? c.target : +(1 / c.target).toPrecision(4)
+  return undefined
+}
 
 function seriesChart(s: Series): string {
   return barChart({ title: s.title, unit: s.unit, groups: s.groups })
@@ -46,7 +65,7 @@ export function ratioBars(suite: SuiteResult) {
   return suite.benchmarks.flatMap((b) => b.comparisons.filter((c) => c.ratio !== null).map((c) => ({
     label: `${b.name}: ${c.metric}`,
     ratio: c.ratio!,
-    target: c.target_of === 'ratio' ? c.target : undefined,
+    target: ratioTarget(c),
   })))
 }
 
@@ -59,7 +78,7 @@ export function renderReport(suite: SuiteResult, stem: string): ReportFile[] {
   out.push(`- machine: ${String(m.cpu)}, ${String(m.cores)} cores, ${String(m.memory_gb)} GB, Node ${String(m.node)}, ${String(m.platform)}`)
   out.push(`- load average at start: ${JSON.stringify(m.load_average)}; the benchmarks ran one after another, each in its own process`)
   out.push(`- revision: ${suite.git_revision ?? 'unknown'}; whole run ${formatValue(suite.seconds)} s`)
-  out.push(`- ratio = ours / baseline when higher is better, baseline / ours when lower is better: above 1 means ours is ahead`, '')
+  out.push(`- ratio = ours / baseline when higher is better, baseline / ours when lower is better: above 1 means ours is ahead; a target written 'Nx the baseline' is on ours / baseline, as the issue states it`, '')
 
   out.push('## Summary', '')
   out.push(table(['benchmark', 'status', 'time (s)', 'load avg 1 min, start → end', 'comparisons', 'targets met'], suite.benchmarks.map((b) => {
@@ -67,6 +86,18 @@ export function renderReport(suite: SuiteResult, stem: string): ReportFile[] {
     const load = b.load_average ? `${b.load_average.before[0]} → ${b.load_average.after[0]}` : ''
     return [b.name, statusText(b), formatValue(b.seconds), load, String(b.comparisons.length), withTarget.length ? `${withTarget.filter((c) => c.met).length}/${withTarget.length}` : '']
   })), '')
+
+  // Every figure with a target in one table, where it stands and against what (the ceilings are measured in the same run).
+  const targeted = suite.benchmarks.flatMap((b) => b.comparisons.filter((c) => c.target !== undefined).map((c) => [b, c] as const))
+  if (targeted.length > 0) {
+    out.push('## Targets', '')
+    out.push(table(['benchmark', 'metric', 'ours', 'against', 'target', 'met'], targeted.map(([b, c]) => [
+      b.name, c.metric, `${formatValue(c.ours)} ${c.unit}`,
+      // A ratio target is read on the ratio; a factor target says its factor in the target column.
+      c.baseline === null ? '' : `${formatValue(c.baseline)} ${c.unit} (${c.baseline_name ?? 'baseline'})${c.target_of === 'ratio' ? `: ${c.ratio === null ? '-' : `${formatValue(c.ratio)}x`}` : ''}`,
+      targetText(c), metText(c),
+    ])), '')
+  }
 
   const bars = ratioBars(suite)
   if (bars.length > 0) {

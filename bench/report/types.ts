@@ -5,7 +5,8 @@
  *
  * `ratio` is the advantage factor: ours / baseline when higher is better, baseline / ours when lower is
  * better, so that above 1 always means ours is ahead and ratios of different metrics can share one chart.
- * `met` judges `target` in the metric's own direction (see `target_of`).
+ * `met` judges `target` in the metric's own direction (see `target_of`); it is absent when the target is defined
+ * at another size than this run's (`target_at`).
  */
 export interface Comparison {
   metric: string
@@ -17,8 +18,14 @@ export interface Comparison {
   ratio: number | null
   higher_is_better: boolean
   target?: number
-  /** What the target applies to: the ratio (default with a baseline) or our value (default without). */
-  target_of?: 'ratio' | 'value'
+  /**
+   * What the target applies to: the ratio (default with a baseline), our value (default without), or the factor
+   * ours / baseline as an issue states it ("at most 1.5x the 1-KB search"), judged in the metric's direction: at
+   * most the target when lower is better, at least when higher is better.
+   */
+  target_of?: 'ratio' | 'value' | 'factor'
+  /** The size the target is defined at, e.g. 'at 100,000 chunks'; `met` is absent when this run had another size. */
+  target_at?: string
   met?: boolean
   /** Min and max over the rounds, where the benchmark reports them. */
   ours_range?: [number, number]

@@ -25,6 +25,11 @@ export interface LoadRun {
   queryOffset: number
   /** `GET /health` instead of searches: the round trip of the HTTP stack with no work behind it. */
   health?: boolean
+  /**
+   * Every answer must say this meta.cache_status ('hit': answered from the search cache); one that does not counts
+   * as an error. Read from the answer's last bytes after its time is taken.
+   */
+  cacheStatus?: 'hit' | 'miss'
 }
 
 export interface LoadResult {
@@ -122,6 +127,17 @@ class Connection {
   }
 }
 
+const CACHE_STATUS = Buffer.from('"cache_status":"')
+
+/** meta.cache_status of a search answer, found from its end (the field closes the answer: plugins/search/cache.ts). */
+function cacheStatusOf(body: Buffer): string | null {
+  const at = body.lastIndexOf(CACHE_STATUS)
+  if (at < 0) return null
+  const from = at + CACHE_STATUS.length
+  const end = body.indexOf(0x22, from)
+  return end < 0 ? null : body.toString('utf8', from, end)
+}
+
 function httpRequest(method: string, path: string, body: Buffer | null): Buffer {
   const head = `${method} ${path} HTTP/1.1\r\nHost: ${base!.host}\r\n` +
     (body === null ? '\r\n' : `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`)
@@ -166,6 +182,14 @@ async function runLoad(r: LoadRun): Promise<LoadResult> {
           errors++
           firstError ??= `HTTP ${res.status}: ${res.body.toString('utf8', 0, 300)}`
           continue
+        }
+        if (r.cacheStatus !== undefined) {
+          const status = cacheStatusOf(res.body)
+          if (status !== r.cacheStatus) {
+            errors++
+            firstError ??= `meta.cache_status ${status ?? 'absent'}, expected ${r.cacheStatus}`
+            continue
+          }
         }
         latencies.push(dt)
         if (checked < CHECKED && !r.health) {

@@ -2,8 +2,8 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 import { XMLValidator } from 'fast-xml-parser'
 import { compareSuites, formatCompareTable, relativeChange } from '../../bench/report/compare.ts'
-import { renderReport } from '../../bench/report/markdown.ts'
-import { comparison, normalise } from '../../bench/report/normalise.ts'
+import { metText, renderReport, targetText } from '../../bench/report/markdown.ts'
+import { comparison, factorOf, normalise } from '../../bench/report/normalise.ts'
 import { barChart, escapeXml, niceAxis, ratioChart } from '../../bench/report/svg.ts'
 import type { Comparison, NormalisedBench, SuiteResult } from '../../bench/report/types.ts'
 
@@ -90,25 +90,28 @@ const byMetric = (cs: Comparison[], metric: string) => {
 }
 
 describe('normalisation of each benchmark', () => {
-  it('kernel: req/s against Fastify with the 2x target, min and max kept', () => {
+  it('kernel: req/s against bare uWebSockets.js with the 0.95 target (issue 40); Fastify and node:http shown, not gated', () => {
     const side = (rps: number) => ({ rps_median: rps, rps_min: rps - 100, rps_max: rps + 100, p99_ms_median: 4 })
     const raw = { name: 'kernel', machine: { cpu: 'x', cores: 2, node: 'v20' }, sizes: { rounds: 3 }, results: {
-      get: { quarry: side(30000), node_http: side(20000), fastify: side(12000), ratio_vs_fastify: 2.5, ratio_vs_node_http: 1.5 },
-      post: { quarry: side(15000), node_http: side(12000), fastify: side(10000), ratio_vs_fastify: 1.5, ratio_vs_node_http: 1.25 },
+      get: { quarry: side(30000), node_http: side(20000), fastify: side(12000), uws: side(31000) },
+      post: { quarry: side(15000), node_http: side(12000), fastify: side(10000), uws: side(17000) },
     } }
     const n = normalise('kernel', raw)
-    const get = byMetric(n.comparisons, 'GET req/s vs Fastify')
-    assert.equal(get.ours, 30000)
-    assert.equal(get.baseline, 12000)
-    assert.equal(get.ratio, 2.5)
-    assert.equal(get.met, true)
-    assert.deepEqual(get.ours_range, [29900, 30100])
-    const post = byMetric(n.comparisons, 'POST req/s vs Fastify')
-    assert.equal(post.ratio, 1.5)
-    assert.equal(post.met, false)
-    assert.equal(byMetric(n.comparisons, 'POST req/s vs node:http').ratio, 1.25)
+    const get = byMetric(n.comparisons, 'GET req/s vs bare uWebSockets.js')
+    assert.deepEqual([get.ours, get.baseline, get.ratio, get.target, get.target_of, get.met], [30000, 31000, 0.9677, 0.95, 'ratio', true])
+    assert.deepEqual(get.baseline_range, [30900, 31100])
+    assert.equal(get.tracked, undefined)
+    const post = byMetric(n.comparisons, 'POST req/s vs bare uWebSockets.js')
+    assert.deepEqual([post.ratio, post.target, post.met], [0.8824, 0.95, false])
+    const fastify = byMetric(n.comparisons, 'GET req/s vs Fastify')
+    assert.deepEqual([fastify.ratio, fastify.target, fastify.met, fastify.tracked], [2.5, undefined, undefined, false])
+    assert.deepEqual(fastify.ours_range, [29900, 30100])
+    const node = byMetric(n.comparisons, 'POST req/s vs node:http')
+    assert.deepEqual([node.ratio, node.target, node.tracked], [1.25, undefined, false])
     assert.equal(byMetric(n.comparisons, 'GET p99 latency vs Fastify').tracked, false)
     assert.deepEqual(n.sizes, { rounds: 3 })
+    // Only the two rows against the ceiling carry a target.
+    assert.deepEqual(n.comparisons.filter((c) => c.target !== undefined).map((c) => c.metric), ['GET req/s vs bare uWebSockets.js', 'POST req/s vs bare uWebSockets.js'])
   })
 
   it('chunk and dedup: MB/s against their baselines', () => {
@@ -155,29 +158,59 @@ describe('normalisation of each benchmark', () => {
     assert.equal(missing.comparisons.length, 0)
   })
 
-  it('ingest: documents/s with its target on the value, failures, and the time per stage as a series', () => {
-    const raw = { name: 'ingest', machine: {}, sizes: { documents: 16 }, target: 'at least 50 documents/s', results: {
-      documents_per_s: 40, mb_per_s: 0.4, seconds: 0.4, outcome: { indexed: 15, failed: 1, outdated: 0 }, chunks: 200,
-      stage_ms_per_doc: { validate: 1, parse: 30, chunk: 5, embed: 10 }, stage_share: {}, peak_rss_mb: 500,
-      baseline_documents_per_s: 20, ratio_vs_baseline: 2, event_loop_delay_ms: { p99: 12.5, max: 41 },
+  it('ingest: documents/s and CPU per document against the script, peak RSS at 5,000 documents and its growth (issue 40)', () => {
+    const raw = { name: 'ingest', machine: {}, sizes: { documents: 1000 }, results: {
+      documents_per_s: 40, mb_per_s: 0.4, seconds: 25, outcome: { indexed: 999, failed: 1, outdated: 0 }, chunks: 200,
+      stage_ms_per_doc: { validate: 1, parse: 30, chunk: 5, embed: 10 }, stage_share: {}, peak_rss_mb: 380,
+      baseline_documents_per_s: 50, ratio_vs_baseline: 0.8, event_loop_delay_ms: { p99: 12.5, max: 41 },
+      cpu_ms_per_doc: 17.8, baseline_cpu_ms_per_doc: 9.78,
       cpu_ms_per_doc_by_thread: { main: 6.5, others: [3.5, 2.25] },
+      growth: { 1000: { documents_per_s: 40, peak_rss_mb: 380 }, 5000: { documents_per_s: 38, peak_rss_mb: 570 } },
     } }
     const n = normalise('ingest', raw)
+    const d = byMetric(n.comparisons, 'documents/s, end to end')
+    assert.deepEqual([d.ours, d.baseline, d.ratio, d.target, d.target_of, d.target_at, d.met], [40, 50, 0.8, 1.2, 'ratio', 'at 1,000 documents', false])
+    const cpu = byMetric(n.comparisons, 'CPU ms per document, all threads')
+    assert.deepEqual([cpu.ours, cpu.baseline, cpu.higher_is_better, cpu.target, cpu.target_of, cpu.met, cpu.tracked], [17.8, 9.78, false, 1.3, 'factor', false, undefined])
+    const rss5000 = byMetric(n.comparisons, 'peak RSS at 5000 documents')
+    assert.deepEqual([rss5000.ours, rss5000.target, rss5000.target_of, rss5000.met], [570, 450, 'value', false])
+    assert.equal(byMetric(n.comparisons, 'peak RSS at 1000 documents').target, undefined)
+    const growth = byMetric(n.comparisons, 'peak RSS growth, 1000 to 5000 documents')
+    assert.deepEqual([growth.ours, growth.unit, growth.target, growth.met], [50, '%', 25, false])
+    // The run's own peak RSS is at 1,000 documents: its target (defined at 5,000) is shown, not judged.
+    const peak = byMetric(n.comparisons, 'peak RSS')
+    assert.deepEqual([peak.target, peak.target_at, peak.met], [450, 'at 5,000 documents', undefined])
     const main = byMetric(n.comparisons, 'CPU ms per document, service main thread')
     assert.deepEqual([main.ours, main.higher_is_better], [6.5, false])
     assert.ok(n.notes.some((x) => x.includes('other threads, busiest first: 3.5, 2.25')), n.notes.join('; '))
     const stall = byMetric(n.comparisons, 'longest event-loop stall while ingesting')
     assert.deepEqual([stall.ours, stall.higher_is_better], [41, false])
     assert.equal(byMetric(n.comparisons, 'event-loop delay p99 while ingesting').ours, 12.5)
-    const d = byMetric(n.comparisons, 'documents/s, end to end')
-    assert.deepEqual([d.ours, d.baseline, d.ratio, d.target, d.target_of, d.met], [40, 20, 2, 50, 'value', false])
     const failed = byMetric(n.comparisons, 'documents failed')
     assert.deepEqual([failed.ours, failed.met], [1, false])
-    assert.equal(byMetric(n.comparisons, 'peak RSS').higher_is_better, false)
     const stages = n.series.find((s) => s.id === 'ingest-stages')
     assert.ok(stages)
     assert.equal(stages.kind, 'stages')
     assert.deepEqual(stages.groups.map((g) => [g.label, g.values['ms per document']]), [['validate', 1], ['parse', 30], ['chunk', 5], ['embed', 10]])
+  })
+
+  it('ingest: targets met; at another size documents/s is not judged and the missing growth series is a note', () => {
+    const met = normalise('ingest', { sizes: { documents: 1000 }, results: {
+      documents_per_s: 66, baseline_documents_per_s: 50, cpu_ms_per_doc: 12, baseline_cpu_ms_per_doc: 10, peak_rss_mb: 360,
+      growth: { 1000: { documents_per_s: 66, peak_rss_mb: 360 }, 5000: { documents_per_s: 60, peak_rss_mb: 440 } }, peak_rss_growth_pct: 22.2,
+    } })
+    assert.deepEqual(met.comparisons.filter((c) => c.met !== undefined).map((c) => [c.metric, c.met]), [
+      ['documents/s, end to end', true], ['CPU ms per document, all threads', true], ['peak RSS at 5000 documents', true],
+      ['peak RSS growth, 1000 to 5000 documents', true], ['documents failed', true],
+    ])
+    assert.equal(byMetric(met.comparisons, 'peak RSS growth, 1000 to 5000 documents').ours, 22.2)
+    const quick = normalise('ingest', { sizes: { documents: 200 }, results: { documents_per_s: 90, baseline_documents_per_s: 50, cpu_ms_per_doc: 14, baseline_cpu_ms_per_doc: 10, peak_rss_mb: 300 } })
+    const d = byMetric(quick.comparisons, 'documents/s, end to end')
+    assert.deepEqual([d.ratio, d.target, d.met], [1.8, 1.2, undefined])
+    assert.equal(byMetric(quick.comparisons, 'CPU ms per document, all threads').met, false) // 1.4x the script's
+    assert.ok(!quick.comparisons.some((c) => c.metric.startsWith('peak RSS growth')))
+    assert.ok(quick.notes.some((x) => x.includes('judged at 1,000 documents') && x.includes('ingested 200')), quick.notes.join('; '))
+    assert.ok(quick.notes.some((x) => x.includes('--sizes=1000,5000')), quick.notes.join('; '))
   })
 
   it('vectors: latencies against exact search as ratios above 1 when ours is faster, and percentile series', () => {
@@ -203,31 +236,59 @@ describe('normalisation of each benchmark', () => {
     assert.equal(build?.groups.find((g) => g.label === 'graph catch-up')?.values.ms, 300)
   })
 
-  it('search: overhead and 10-KB targets turned into ratio targets, latency per scenario', () => {
+  it('search (issue 40): share outside the index judged at 100k chunks, 10 KBs over 1 KB at most 1.5x, latency per scenario', () => {
     const low = (e2e: number, index: number) => ({ e2e_http: { p50_ms: e2e, p99_ms: e2e * 2, mean_ms: e2e }, baseline_direct_store: { index_p50_ms: index, total_p50_ms: index + 0.5 },
+      outside_index_share: { p50_based: 1 - index / e2e },
       breakdown_p50_ms: { query_encoding: 0.2, vector_index: index, fusion_pooling_results: 0.3, json_stringify: 0.1, http_routing_validation_client: 0.4 } })
     const load = (qps: number, p50: number, p99: number) => ({ qps, p50_ms: p50, p99_ms: p99, requests: 100, rounds: { qps: { median: qps, min: qps - 10, max: qps + 10 } } })
-    const raw = {
-      bench: 'search', machine: {}, sizes: { chunks: 2000, connections: 16 }, build: { reused: false },
-      load: { 'hybrid 1 KB': load(400, 10, 30), 'hybrid 10 KBs': load(150, 25, 60), 'similarity 1 KB': load(800, 5, 12), 'similarity 10 KBs': load(500, 8, 20) },
+    const raw = (chunks: number) => ({
+      bench: 'search', machine: {}, sizes: { chunks, connections: 16 }, build: { reused: false },
+      load: { 'hybrid 1 KB': load(400, 10, 30), 'hybrid 10 KBs': load(150, 14.4, 60), 'similarity 1 KB': load(800, 5, 12), 'similarity 10 KBs': load(500, 7.95, 20) },
       one_connection: { 'hybrid 1 KB': low(5, 4.5), 'hybrid 10 KBs': low(10, 7), 'similarity 1 KB': low(2, 1.5), 'similarity 10 KBs': low(4, 3.6) },
-      ten_over_one: { hybrid: { load_p50: 2.5 }, similarity: { load_p50: 1.6 } },
-      targets: { overhead_max_share: 0.2, ten_over_one_max: 2 },
-    }
-    const n = normalise('search', raw)
+      ten_over_one: { hybrid: { load_p50: 1.44 }, similarity: { load_p50: 1.59 } },
+    })
+    const n = normalise('search', raw(100_000))
     const over = byMetric(n.comparisons, 'hybrid 1 KB: p50, HTTP vs index only (1 conn.)')
-    assert.deepEqual([over.ours, over.baseline, over.ratio, over.target, over.met], [5, 4.5, 0.9, 0.8, true])
-    assert.equal(byMetric(n.comparisons, 'hybrid 10 KBs: p50, HTTP vs index only (1 conn.)').met, false) // 7 / 10 = 0.7
+    assert.deepEqual([over.ours, over.baseline, over.ratio, over.target], [5, 4.5, 0.9, undefined])
+    const share = byMetric(n.comparisons, 'hybrid 1 KB: share of the p50 outside the index (1 conn.)')
+    assert.deepEqual([share.ours, share.unit, share.higher_is_better, share.target, share.target_of, share.target_at, share.met], [10, '%', false, 10, 'value', 'at 100,000 chunks', true])
+    assert.equal(byMetric(n.comparisons, 'hybrid 10 KBs: share of the p50 outside the index (1 conn.)').met, false) // 30 %
+    assert.equal(byMetric(n.comparisons, 'similarity 1 KB: share of the p50 outside the index (1 conn.)').met, false) // 25 %
+    assert.equal(byMetric(n.comparisons, 'similarity 10 KBs: share of the p50 outside the index (1 conn.)').ours, 10)
     const hybrid = byMetric(n.comparisons, 'hybrid: p50 under load, 10 KBs vs 1 KB')
-    assert.deepEqual([hybrid.ours, hybrid.baseline, hybrid.ratio, hybrid.target, hybrid.met], [25, 10, 0.4, 0.5, false])
-    assert.equal(byMetric(n.comparisons, 'similarity: p50 under load, 10 KBs vs 1 KB').met, true) // 5 / 8 = 0.625
+    assert.deepEqual([hybrid.ours, hybrid.baseline, hybrid.ratio, hybrid.target, hybrid.target_of, hybrid.met], [14.4, 10, 0.6944, 1.5, 'factor', true])
+    const similarity = byMetric(n.comparisons, 'similarity: p50 under load, 10 KBs vs 1 KB')
+    assert.deepEqual([similarity.target, similarity.met], [1.5, false]) // 1.59x
     assert.deepEqual(byMetric(n.comparisons, 'similarity 1 KB: QPS under load').ours_range, [790, 810])
     const latency = n.series.find((s) => s.id === 'search-latency')
     assert.ok(latency)
     assert.equal(latency.kind, 'percentiles')
-    assert.deepEqual(latency.groups.map((g) => [g.label, g.values.p50, g.values.p99]), [['hybrid 1 KB', 10, 30], ['hybrid 10 KBs', 25, 60], ['similarity 1 KB', 5, 12], ['similarity 10 KBs', 8, 20]])
+    assert.deepEqual(latency.groups.map((g) => [g.label, g.values.p50, g.values.p99]), [['hybrid 1 KB', 10, 30], ['hybrid 10 KBs', 14.4, 60], ['similarity 1 KB', 5, 12], ['similarity 10 KBs', 7.95, 20]])
     assert.ok(n.series.some((s) => s.id === 'search-breakdown'))
     assert.ok(!n.comparisons.some((c) => /cache/.test(c.metric)), 'a result without the cache section adds no cache comparison')
+    assert.ok(n.notes.includes("no cached search round trip in the result (section 'cached_round_trip')"), n.notes.join('; '))
+    // At 10k chunks the share is shown with its target but not judged, and a note says why.
+    const quick = normalise('search', raw(10_000))
+    const q = byMetric(quick.comparisons, 'hybrid 10 KBs: share of the p50 outside the index (1 conn.)')
+    assert.deepEqual([q.ours, q.target, q.met], [30, 10, undefined])
+    assert.ok(quick.notes.some((x) => x.includes('judged at 100,000 chunks') && x.includes('this run had 10,000')), quick.notes.join('; '))
+    assert.equal(byMetric(quick.comparisons, 'similarity: p50 under load, 10 KBs vs 1 KB').met, false)
+  })
+
+  it('search (issue 40): a cached search\'s round trip against GET /health, at most 1.3x', () => {
+    const raw = {
+      bench: 'search', machine: {}, sizes: { chunks: 2000, connections: 16 },
+      cached_round_trip: {
+        'hybrid 1 KB': { cached_p50_ms: 0.24, health_p50_ms: 0.2, cached_over_health_p50: 1.2 },
+        'hybrid 10 KBs': { cached_p50_ms: 0.3, health_p50_ms: 0.2, cached_over_health_p50: 1.5 },
+      },
+    }
+    const n = normalise('search', raw)
+    const one = byMetric(n.comparisons, 'hybrid 1 KB: cached search vs GET /health, p50 (1 conn.)')
+    assert.deepEqual([one.ours, one.baseline, one.unit, one.higher_is_better, one.target, one.target_of, one.met], [0.24, 0.2, 'ms', false, 1.3, 'factor', true])
+    assert.equal(one.baseline_name, 'GET /health through the same client')
+    assert.equal(byMetric(n.comparisons, 'hybrid 10 KBs: cached search vs GET /health, p50 (1 conn.)').met, false)
+    assert.ok(!n.notes.some((x) => x.includes('cached_round_trip')))
   })
 
   it('search: cache hits against misses, at 1 connection and under load', () => {
@@ -308,6 +369,19 @@ describe('normalisation of each benchmark', () => {
     assert.equal(comparison('z', 0, 8, { unit: 'ms', higher_is_better: false }).ratio, null)
     const v = comparison('v', 45, null, { unit: 'docs/s', target: 50 })
     assert.deepEqual([v.ratio, v.target_of, v.met], [null, 'value', false])
+  })
+
+  it('judges a factor target on ours / baseline in the metric direction, and leaves a target at another size unjudged', () => {
+    const slower = (ours: number) => comparison('f', ours, 10, { unit: 'ms', higher_is_better: false, target: 1.5, target_of: 'factor' })
+    assert.deepEqual([slower(15).met, slower(15.1).met, slower(9).met], [true, false, true])
+    assert.equal(slower(15).ratio, 0.6667)
+    assert.equal(factorOf(slower(15.9)), 1.59)
+    const faster = (ours: number) => comparison('g', ours, 10, { unit: 'x/s', target: 1.2, target_of: 'factor' })
+    assert.deepEqual([faster(12).met, faster(11.9).met], [true, false])
+    assert.equal(comparison('n', 15, null, { unit: 'ms', higher_is_better: false, target: 1.5, target_of: 'factor' }).met, false)
+    const elsewhere = comparison('s', 30, null, { unit: '%', higher_is_better: false, target: 10, target_at: 'at 100,000 chunks', judged: false })
+    assert.deepEqual([elsewhere.target, elsewhere.target_at, elsewhere.met], [10, 'at 100,000 chunks', undefined])
+    assert.ok(!('met' in elsewhere))
   })
 })
 
@@ -397,5 +471,33 @@ describe('report', () => {
     assert.match(md.content, /\| ingest \| documents\/s, end to end \| 40 \| 20 .*\| 2x \|/)
     // The ratio chart holds one bar per comparison with a baseline.
     assert.equal(bars(svgs[0].content).length, 2)
+  })
+
+  it('lists every figure with a target, as the issue states it, with the machine it ran on', () => {
+    const n = normalise('search', {
+      sizes: { chunks: 10_000 },
+      load: { 'similarity 1 KB': { qps: 800, p50_ms: 5, p99_ms: 12 }, 'similarity 10 KBs': { qps: 500, p50_ms: 7.95, p99_ms: 20 } },
+      one_connection: { 'similarity 1 KB': { e2e_http: { p50_ms: 2 }, baseline_direct_store: { index_p50_ms: 1.36 }, outside_index_share: { p50_based: 0.32 } } },
+      ten_over_one: { similarity: {} },
+      cached_round_trip: { 'hybrid 1 KB': { cached_p50_ms: 0.24, health_p50_ms: 0.2 } },
+    })
+    const kernel = normalise('kernel', { results: { get: { quarry: { rps_median: 8620 }, uws: { rps_median: 10000 } } } })
+    const s = suite([{ ...bench('search', n.comparisons), notes: n.notes }, bench('kernel', kernel.comparisons)])
+    s.machine = { cpu: 'AMD EPYC', cores: 2, memory_gb: 8, node: 'v20.0.0', platform: 'linux-x64', load_average: [1, 1, 1] }
+    const md = renderReport(s, 'stem')[0].content
+    assert.match(md, /- machine: AMD EPYC, 2 cores, 8 GB, Node v20\.0\.0, linux-x64/)
+    const section = md.slice(md.indexOf('## Targets'), md.indexOf('##', md.indexOf('## Targets') + 3))
+    assert.match(section, /\| search \| similarity: p50 under load, 10 KBs vs 1 KB \| 7\.95 ms \| 5 ms \(the same chunks in 1 KB\) \| ≤ 1\.5x the baseline \(now 1\.59x\) \| \*\*no\*\* \|/)
+    assert.match(section, /\| search \| similarity 1 KB: share of the p50 outside the index \(1 conn\.\) \| 32 % \| +\| ≤ 10 % at 100,000 chunks \| not judged at this size \|/)
+    assert.match(section, /\| search \| hybrid 1 KB: cached search vs GET \/health, p50 \(1 conn\.\) \| 0\.24 ms \| .*\| ≤ 1\.3x the baseline \(now 1\.2x\) \| yes \|/)
+    assert.match(section, /\| kernel \| GET req\/s vs bare uWebSockets\.js \| 8,?620 req\/s \| 10,?000 req\/s \(bare uWebSockets\.js, same handlers\): 0\.862x \| ≥ 0\.95x \| \*\*no\*\* \|/)
+    assert.ok(!section.includes('p50, HTTP vs index only'), 'a figure without a target is not in the targets table')
+    // The summary counts the judged targets only: 1 of 2 in search (the share is not judged at 10k chunks).
+    assert.match(md, /\| search \| ok \| .* \| 1\/2 \|/)
+    // The ratio chart marks a factor target on its own scale: at most 1.5x slower is a ratio of 1 / 1.5.
+    const svg = renderReport(s, 'stem').find((f) => f.name === 'stem-ratios.svg')!.content
+    assert.match(svg, /<line class="target" data-value="0\.6667"/)
+    const c = byMetric(n.comparisons, 'hybrid 1 KB: cached search vs GET /health, p50 (1 conn.)')
+    assert.deepEqual([targetText(c), metText(c)], ['≤ 1.3x the baseline (now 1.2x)', 'yes'])
   })
 })
