@@ -16,7 +16,7 @@ const quickUnlessFull = (mode: SuiteMode) => ({ quick: mode !== 'full' })
 
 export const SUITE: readonly SuiteEntry[] = [
   {
-    name: 'kernel', file: 'kernel.bench.ts', what: 'HTTP kernel req/s vs node:http and Fastify 5 (wrk)',
+    name: 'kernel', file: 'kernel.bench.ts', what: 'HTTP kernel req/s vs bare uWebSockets.js with the same handlers (wrk; node:http and Fastify 5 shown)',
     options: (mode) => (mode === 'smoke' ? { quick: true, rounds: 1, seconds: 1, warmup: 1 } : quickUnlessFull(mode)),
   },
   {
