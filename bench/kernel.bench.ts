@@ -32,7 +32,7 @@ function wrkPath(): string {
 }
 
 async function startServer(kind: Server, port: number): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/kernel/servers.ts', kind, String(port)], { stdio: ['ignore', 'pipe', 'inherit'] })
+  const child = spawn(process.execPath, ['kernel/run.mjs', 'bench/kernel/servers.ts', kind, String(port)], { stdio: ['ignore', 'pipe', 'inherit'] })
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${kind} did not start`)), 30_000)
     child.stdout!.on('data', (d: Buffer) => {

@@ -1,5 +1,6 @@
 // The kernel: boots plugins in dependency order, routes requests through hooks and validation to handlers,
 // and turns results and errors into responses. Transports (uWS, inject) call the dispatcher.
+import { performance } from 'node:perf_hooks'
 import { Readable } from 'node:stream'
 import type { TSchema } from '@sinclair/typebox'
 import { closeAdapters, createAdapters } from '../adapters/index.ts'
@@ -7,7 +8,7 @@ import type { Adapters } from '../adapters/ports.ts'
 import type { Settings } from './config/schema.ts'
 import { AppError, clip, notFound, ValidationError, type ValidationIssue } from './errors.ts'
 import { listenUws, type UwsServer } from './http/uws.ts'
-import type { BodyPlan, BodySource, Dispatcher, HttpExchange, HttpResult, Matched } from './http/types.ts'
+import { JSON_HEADERS, type BodyPlan, type BodySource, type Dispatcher, type HttpExchange, type HttpResult, type Matched } from './http/types.ts'
 import { createLogger, type Logger } from './log.ts'
 import { Reply, type Caller, type Plugin, type PluginContext, type Request, type RequestHook, type RouteInfo, type RouteSpec } from './plugin.ts'
 import { Router, type Method } from './router.ts'
@@ -116,6 +117,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const adapters = opts.adapters ?? (await createAdapters(settings, log))
   const router = new Router<CompiledRoute>()
   const routes: RouteInfo[] = []
+  const staticRoutes: { method: Method; path: string; route: CompiledRoute }[] = []
   const hooks: RequestHook[] = []
   const validatedHooks: RequestHook[] = []
   const services = new Map<string, unknown>()
@@ -139,14 +141,17 @@ export async function createApp(opts: AppOptions): Promise<App> {
       access: spec.access ?? { level: 'authenticated' },
       hidden: spec.hidden ?? false,
     }
-    router.add(spec.method, toRouterPath(spec.path), {
+    const routerPath = toRouterPath(spec.path)
+    const compiled: CompiledRoute = {
       info,
       ids: pathIds(spec.path),
       params: spec.params ? compile(spec.params) : undefined,
       query: spec.query ? compile(spec.query) : undefined,
       body: spec.body ? compile(spec.body) : undefined,
       handler: spec.handler as CompiledRoute['handler'],
-    })
+    }
+    router.add(spec.method, routerPath, compiled)
+    if (!/\/[:*]/.test(routerPath)) staticRoutes.push({ method: spec.method, path: routerPath, route: compiled })
     routes.push(info)
   }
 
@@ -219,17 +224,28 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const DISCARD: BodyPlan = { kind: 'discard', limit: 0 }
   const STREAM: BodyPlan = { kind: 'stream', limit: Infinity }
   const BUFFER: BodyPlan = { kind: 'buffer', limit: jsonLimit }
+  const planOf = (route: CompiledRoute): BodyPlan => route.info.bodyKind === 'json' ? BUFFER : route.info.bodyKind === 'none' ? DISCARD : STREAM
+  // The routes without path parameters, by method and exact path (HEAD of a GET route goes through the router).
+  const NO_PARAMS: Record<string, string> = Object.freeze({}) as Record<string, string>
+  const staticMatches = new Map<Method, Map<string, RouteMatch>>()
+  for (const { method, path, route } of staticRoutes) {
+    let byPath = staticMatches.get(method)
+    if (!byPath) staticMatches.set(method, (byPath = new Map()))
+    byPath.set(path, { lookup: { kind: 'found', value: route, params: NO_PARAMS }, plan: planOf(route) })
+  }
 
   const match = (method: Method, path: string): RouteMatch => {
+    // A path without parameters is one map lookup, to a match made once (no walk, nothing allocated).
+    const fixed = staticMatches.get(method)?.get(path)
+    if (fixed !== undefined) return fixed
     const lookup = router.find(method, path)
     if (lookup.kind !== 'found') return { lookup, plan: DISCARD }
-    const kind = lookup.value.info.bodyKind
-    return { lookup, plan: kind === 'json' ? BUFFER : kind === 'none' ? DISCARD : STREAM }
+    return { lookup, plan: planOf(lookup.value) }
   }
 
   const jsonResult = (status: number, body: unknown, headers?: Record<string, string>): HttpResult => ({
     status,
-    headers: headers ? { 'content-type': 'application/json', ...headers } : { 'content-type': 'application/json' },
+    headers: headers ? { 'content-type': 'application/json', ...headers } : JSON_HEADERS as Record<string, string>,
     body: body === undefined ? null : JSON.stringify(body),
   })
 
@@ -239,7 +255,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const debug = log.isLevelEnabled('debug')
 
   const stamp = (result: HttpResult, id: string, ex: HttpExchange, found: Lookup, started: number): HttpResult => {
-    result.headers['x-request-id'] = id
+    result.requestId = id
     if (debug) {
       const route = found.kind === 'found' ? found.value.info.path : undefined
       log.debug({ reqId: id, method: ex.method, path: ex.path, route, status: result.status, ms: +(performance.now() - started).toFixed(2) }, 'request')
@@ -262,7 +278,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
 
   const dispatch = (ex: HttpExchange, matched: Matched): HttpResult | Promise<HttpResult> => {
     const started = performance.now()
-    const headerId = ex.headers['x-request-id']
+    const headerId = ex.header('x-request-id')
     const id = headerId !== undefined && REQUEST_ID.test(headerId) ? headerId : `${requestPrefix}-${(++requestCounter).toString(36)}`
     const found = (matched as RouteMatch).lookup
     if (telemetry.tracing) {
@@ -394,7 +410,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
         },
         stream: () => Readable.from([bytes]),
       }
-      const result = await dispatch({ method: r.method, path, rawQuery, headers, remoteAddress: '127.0.0.1', body, signal: new AbortController().signal }, matched)
+      const result = await dispatch({ method: r.method, path, rawQuery, headers, header: (name) => headers[name], remoteAddress: '127.0.0.1', body, signal: new AbortController().signal }, matched)
       let out: Buffer
       if (result.body instanceof Readable) {
         const parts: Buffer[] = []
@@ -403,7 +419,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
       } else out = Buffer.from(result.body ?? '')
       return {
         status: result.status,
-        headers: result.headers,
+        headers: result.requestId === undefined ? { ...result.headers } : { ...result.headers, 'x-request-id': result.requestId },
         body: out,
         text: () => out.toString('utf8'),
         json: () => JSON.parse(out.toString('utf8')),
@@ -416,7 +432,6 @@ export async function createApp(opts: AppOptions): Promise<App> {
 class KernelRequest implements Request<any, any, any> {
   readonly method: Method
   readonly path: string
-  readonly headers: Readonly<Record<string, string>>
   query: Record<string, unknown> = {}
   body: unknown = undefined
   caller: Caller | null = null
@@ -424,7 +439,11 @@ class KernelRequest implements Request<any, any, any> {
   constructor(readonly id: string, public params: any, private readonly ex: HttpExchange, readonly log: Logger) {
     this.method = ex.method
     this.path = ex.path
-    this.headers = ex.headers
+  }
+
+  /** Read from the transport when first asked for (uWS copies them out of its request only then). */
+  get headers(): Readonly<Record<string, string>> {
+    return this.ex.headers
   }
 
   get remoteAddress(): string {

@@ -1,6 +1,7 @@
 // Metrics and tracing: one instance per process, as Prometheus scrapes a process and one exporter sends its
 // spans. Instrumented code imports `telemetry` and calls it unconditionally: with tracing off a span is the
 // plain call, and no OpenTelemetry module is ever loaded (adapters/telemetry/otlp.ts is imported on start).
+import { performance } from 'node:perf_hooks'
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 import type { Settings } from './config/schema.ts'
 import type { Logger } from './log.ts'
@@ -51,17 +52,21 @@ class Meter {
   /** names: the three labels, in the order they are shown and record() takes their values. */
   constructor(private readonly names: readonly [string, string, string]) {}
 
+  // The last label set recorded and its cell: a run of one route's requests finds its cell without a map.
+  private lastA: string | null = null
+  private lastB: string | null = null
+  private lastC: string | number | null = null
+  private lastCell: Cell | null = null
+
   record(a: string, b: string, c: string | number, seconds: number): void {
-    let byB = this.tree.get(a)
-    if (!byB) this.tree.set(a, (byB = new Map()))
-    let byC = byB.get(b)
-    if (!byC) byB.set(b, (byC = new Map()))
-    let cell = byC.get(c)
-    if (!cell) {
-      const [na, nb, nc] = this.names
-      cell = { labels: { [na]: a, [nb]: b, [nc]: String(c) }, count: 0, sum: 0, buckets: LATENCY_BUCKETS.map(() => 0) }
-      byC.set(c, cell)
-      this.cells.push(cell)
+    let cell: Cell | undefined
+    if (a === this.lastA && b === this.lastB && c === this.lastC) cell = this.lastCell!
+    else {
+      cell = this.find(a, b, c)
+      this.lastA = a
+      this.lastB = b
+      this.lastC = c
+      this.lastCell = cell
     }
     cell.count++
     cell.sum += seconds
@@ -73,9 +78,25 @@ class Meter {
     }
   }
 
+  private find(a: string, b: string, c: string | number): Cell {
+    let byB = this.tree.get(a)
+    if (!byB) this.tree.set(a, (byB = new Map()))
+    let byC = byB.get(b)
+    if (!byC) byB.set(b, (byC = new Map()))
+    let cell = byC.get(c)
+    if (!cell) {
+      const [na, nb, nc] = this.names
+      cell = { labels: { [na]: a, [nb]: b, [nc]: String(c) }, count: 0, sum: 0, buckets: LATENCY_BUCKETS.map(() => 0) }
+      byC.set(c, cell)
+      this.cells.push(cell)
+    }
+    return cell
+  }
+
   reset(): void {
     this.tree.clear()
     this.cells = []
+    this.lastA = this.lastB = this.lastC = this.lastCell = null
   }
 
   counter(name: string, help: string) {

@@ -12,7 +12,10 @@ export interface HttpExchange {
   method: Method
   path: string
   rawQuery: string
-  headers: Record<string, string>
+  /** Every request header, names in lower case. A transport may read them only when this is first asked for. */
+  readonly headers: Record<string, string>
+  /** One header (name in lower case), without reading them all. */
+  header(name: string): string | undefined
   /** Getters: transports compute them only when a handler reads them. */
   readonly remoteAddress: string
   readonly body: BodySource
@@ -25,7 +28,15 @@ export interface HttpResult {
   status: number
   headers: Record<string, string>
   body: string | Uint8Array | Readable | null
+  /** Sent as the x-request-id header (kept apart, so that the shared JSON_HEADERS are never written to). */
+  requestId?: string
 }
+
+/**
+ * The headers of a plain JSON answer, one object for all of them: never written to (frozen). Transports write
+ * `content-type: application/json` for it without walking it.
+ */
+export const JSON_HEADERS: Readonly<Record<string, string>> = Object.freeze({ 'content-type': 'application/json' })
 
 /** Decided synchronously from method and path, before any body byte is read. */
 export interface BodyPlan {

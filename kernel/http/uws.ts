@@ -9,7 +9,7 @@ import uws from 'uWebSockets.js'
 import { AppError } from '../errors.ts'
 import type { Logger } from '../log.ts'
 import type { Method } from '../router.ts'
-import type { BodySource, Dispatcher, HttpExchange, HttpResult, Matched } from './types.ts'
+import { JSON_HEADERS, type BodySource, type Dispatcher, type HttpExchange, type HttpResult, type Matched } from './types.ts'
 
 const STATUS_LINES = new Map<number, string>()
 const statusLine = (code: number): string => {
@@ -18,9 +18,20 @@ const statusLine = (code: number): string => {
   return line
 }
 
-const METHODS: Record<string, Method> = {
-  get: 'GET', post: 'POST', put: 'PUT', patch: 'PATCH', delete: 'DELETE', head: 'HEAD', options: 'OPTIONS',
-  GET: 'GET', POST: 'POST', PUT: 'PUT', PATCH: 'PATCH', DELETE: 'DELETE', HEAD: 'HEAD', OPTIONS: 'OPTIONS',
+/**
+ * uWS's method name (lower case; upper case in some builds) as the kernel's. A switch compares the fresh string
+ * uWS makes per request by content; looking it up as a property key would intern it first.
+ */
+function methodOf(m: string): Method {
+  switch (m) {
+    case 'get': case 'GET': return 'GET'
+    case 'post': case 'POST': return 'POST'
+    case 'put': case 'PUT': return 'PUT'
+    case 'patch': case 'PATCH': return 'PATCH'
+    case 'delete': case 'DELETE': return 'DELETE'
+    case 'head': case 'HEAD': return 'HEAD'
+    default: return 'OPTIONS'
+  }
 }
 
 export interface UwsServer {
@@ -47,6 +58,15 @@ export function listenUws(dispatcher: Dispatcher, opts: { host: string; port: nu
 
   app.any('/*', (res, req) => {
     const ex = new UwsExchange(res, req, state)
+    try {
+      handle(ex)
+    } finally {
+      // req dies when this handler returns: a request not answered yet keeps a copy of its headers.
+      ex.release()
+    }
+  })
+
+  const handle = (ex: UwsExchange): void => {
     if (state.draining) {
       ex.finish(dispatcher.refuse(503, 'Server is shutting down'), true)
       return
@@ -54,7 +74,7 @@ export function listenUws(dispatcher: Dispatcher, opts: { host: string; port: nu
     const matched = dispatcher.match(ex.method, ex.path)
     const plan = matched.plan
     if (plan.kind === 'buffer') {
-      const declared = ex.headers['content-length']
+      const declared = ex.header('content-length')
       if (declared !== undefined && Number(declared) > plan.limit) {
         ex.finish(dispatcher.refuse(413, `Request body too large: at most ${plan.limit} bytes`), true)
         return
@@ -62,14 +82,14 @@ export function listenUws(dispatcher: Dispatcher, opts: { host: string; port: nu
       ex.watchAbort()
       // Read the whole (capped) body first, then dispatch from the data callback: a synchronous handler
       // answers there, with no promise between the last byte and the response.
-      ex.collect(res, plan.limit, matched, run)
+      ex.collect(ex.response, plan.limit, matched, run)
       return
     } else if (plan.kind === 'stream') {
       ex.watchAbort()
-      ex.source = streamBody(res, ex)
+      ex.source = streamBody(ex.response, ex)
     }
     run(ex, matched)
-  })
+  }
 
   const run = (ex: UwsExchange, matched: Matched): void => {
     let out: HttpResult | Promise<HttpResult>
@@ -126,19 +146,30 @@ interface ServerState {
   settled(): void
 }
 
-// req.forEach is synchronous: one shared callback fills whichever header object is being collected,
-// instead of a new closure per request.
-let collecting: Record<string, string> = {}
+// req.forEach is synchronous: one shared callback fills whichever header list is being collected, instead of a
+// new closure per request. A list of name, value, name, value...: storing a fresh name as an object's key would
+// intern it (a hash and a string-table lookup per header) and go through a megamorphic store; the object is built
+// from the list only when a handler asks for it.
+const EMPTY_LIST: string[] = []
+let collecting: string[] = EMPTY_LIST
 const collectHeader = (key: string, value: string): void => {
-  collecting[key] = value
+  collecting.push(key, value)
 }
 
-/** One request: built synchronously from uWS's req (valid only now), then read lazily by the kernel. */
+/**
+ * One request: built synchronously from uWS's req (valid only while uWS's handler runs), then read lazily by the
+ * kernel. The headers are copied out of req only when asked for, or when the handler returns with the request not
+ * answered yet (release): a request answered at once that reads none (GET /health) never copies them, and no
+ * header is read from a dead req.
+ */
 class UwsExchange implements HttpExchange {
   readonly method: Method
   readonly path: string
   readonly rawQuery: string
-  readonly headers: Record<string, string> = {}
+  private req: uws.HttpRequest | null
+  /** The headers copied out of req, as name, value, name, value... */
+  private list: string[] | null = null
+  private object: Record<string, string> | null = null
   source: BodySource | null = null
   aborted = false
   done = false
@@ -148,11 +179,53 @@ class UwsExchange implements HttpExchange {
   private remote: string | null = null
 
   constructor(private readonly res: uws.HttpResponse, req: uws.HttpRequest, private readonly state: ServerState) {
-    this.method = METHODS[req.getMethod()] ?? 'OPTIONS'
+    this.req = req
+    this.method = methodOf(req.getMethod())
     this.path = req.getUrl()
     this.rawQuery = req.getQuery() ?? ''
-    collecting = this.headers
-    req.forEach(collectHeader)
+  }
+
+  get response(): uws.HttpResponse {
+    return this.res
+  }
+
+  get headers(): Record<string, string> {
+    if (this.object !== null) return this.object
+    const list = this.copy()
+    const out: Record<string, string> = {}
+    for (let i = 0; i < list.length; i += 2) out[list[i]] = list[i + 1]
+    return (this.object = out)
+  }
+
+  header(name: string): string | undefined {
+    if (this.list === null && this.req !== null) {
+      // uWS answers '' for a header the request does not have (an empty one reads as absent here too).
+      const v = this.req.getHeader(name)
+      return v === '' ? undefined : v
+    }
+    const list = this.copy()
+    // The last of a repeated header, as in the object (where a later one overwrites an earlier one).
+    for (let i = list.length - 2; i >= 0; i -= 2) if (list[i] === name) return list[i + 1]
+    return undefined
+  }
+
+  /** The headers as a list, copied out of req the first time (none once req is gone without a copy). */
+  private copy(): string[] {
+    if (this.list !== null) return this.list
+    const list: string[] = []
+    if (this.req !== null) {
+      collecting = list
+      this.req.forEach(collectHeader)
+      collecting = EMPTY_LIST
+    }
+    return (this.list = list)
+  }
+
+  /** uWS's handler returns: req is invalid from now on. A request still waiting for its answer keeps its headers. */
+  release(): void {
+    if (this.req === null) return
+    if (!this.done) this.copy()
+    this.req = null
   }
 
   get remoteAddress(): string {
@@ -290,7 +363,9 @@ function write(res: uws.HttpResponse, method: Method, result: HttpResult, close:
   const { headers, body } = result
   // uWS answers 200 OK unless told otherwise: one call across to C++ fewer for most responses
   if (result.status !== 200) res.writeStatus(statusLine(result.status))
-  for (const k in headers) if (k !== 'connection') res.writeHeader(k, headers[k])
+  if (headers === JSON_HEADERS) res.writeHeader('content-type', 'application/json')
+  else for (const k in headers) if (k !== 'connection') res.writeHeader(k, headers[k])
+  if (result.requestId !== undefined) res.writeHeader('x-request-id', result.requestId)
   if (method === 'HEAD') res.endWithoutBody(undefined, close)
   else res.end((body ?? '') as string | Uint8Array, close)
 }
@@ -299,6 +374,7 @@ function pipeStream(res: uws.HttpResponse, result: HttpResult, stream: Readable,
   res.cork(() => {
     res.writeStatus(statusLine(result.status))
     for (const k in result.headers) res.writeHeader(k, result.headers[k])
+    if (result.requestId !== undefined) res.writeHeader('x-request-id', result.requestId)
   })
   const stop = () => stream.destroy()
   stream.on('data', (chunk: Buffer | string) => {
