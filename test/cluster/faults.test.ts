@@ -10,9 +10,8 @@
 //
 // Run alone (CI runs it as its own step): npm run test:cluster
 import assert from 'node:assert/strict'
-import { spawn, type ChildProcess } from 'node:child_process'
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { execFileSync } from 'node:child_process'
 import os, { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -20,7 +19,7 @@ import { describe, it, type TestContext } from 'node:test'
 import postgres from 'postgres'
 import { stringify } from 'yaml'
 import { freePort } from '../helpers/ports.ts'
-import { postgresBin, startOwnedPostgres, startOwnedRedis, startOwnedS3 } from '../helpers/servers.ts'
+import { postgresBin, startOwnedPostgres, startOwnedRedis, startOwnedS3, type OwnedServer } from '../helpers/servers.ts'
 import { servicesRequired } from '../helpers/services.ts'
 import { waitFor } from '../helpers/wait.ts'
 
@@ -255,26 +254,18 @@ describe('a cluster of 2 API and 2 worker processes', { skip: missing() }, () =>
     await start(worker1)
     at('worker-1 started again')
 
-    await untilAccepted(Math.round(DOCUMENTS * 0.3))
-    at('Redis stopped (its keys are lost)')
-    await redis.stop('clean')
-    await sleep(2000)
-    await redis.start()
-    at('Redis started again')
-
-    await untilAccepted(Math.round(DOCUMENTS * 0.5))
-    at('PostgreSQL stopped (immediate)')
-    await pg.stop('kill')
-    await sleep(2000)
-    await pg.start()
-    at('PostgreSQL started again')
-
-    await untilAccepted(Math.round(DOCUMENTS * 0.7))
-    at('S3 stopped')
-    await s3.stop('kill')
-    await sleep(10_000)
-    await s3.start()
-    at('S3 started again')
+    /** Once `share` of the documents are accepted: the server stopped (`how` says how), down for `downMs`, started again. */
+    const outage = async (share: number, name: string, how: string, server: OwnedServer, mode: 'clean' | 'kill', downMs: number) => {
+      await untilAccepted(Math.round(DOCUMENTS * share))
+      at(`${name} stopped (${how})`)
+      await server.stop(mode)
+      await sleep(downMs)
+      await server.start()
+      at(`${name} started again`)
+    }
+    await outage(0.3, 'Redis', 'its keys are lost', redis, 'clean', 2000)
+    await outage(0.5, 'PostgreSQL', 'immediate', pg, 'kill', 2000)
+    await outage(0.7, 'S3', 'killed', s3, 'kill', 10_000)
     faultsDone = true
     await uploading
     at('all uploads accepted')

@@ -4,6 +4,7 @@
 // restarts, so clients reconnect to where they were.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
 import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs'
+import { connect } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -122,7 +123,6 @@ function ownedChild(port: number, dir: string, spawnIt: () => ChildProcess, read
 
 /** Whether something accepts connections on 127.0.0.1:port and answers `probe` as expected. */
 async function answers(port: number, probe: string, expect: RegExp): Promise<boolean> {
-  const { connect } = await import('node:net')
   return new Promise((resolve) => {
     const s = connect(port, '127.0.0.1')
     let got = ''
