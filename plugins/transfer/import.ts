@@ -90,6 +90,12 @@ export interface ImportReport {
 const badArchive = (why: string) => unprocessable(`Not a usable Quarry KB archive: ${why}`, 'ARCHIVE_INVALID')
 const damaged = (why: string) => unprocessable(`The archive is damaged: ${why}`, 'ARCHIVE_DAMAGED')
 
+/** The TarError that err is or wraps (an object store wraps what failed its body as the error's cause). */
+function tarErrorIn(err: unknown): TarError | null {
+  for (let e: unknown = err, depth = 0; e && depth < 8; e = (e as { cause?: unknown }).cause, depth++) if (e instanceof TarError) return e
+  return null
+}
+
 const isObject = (v: unknown): v is Record<string, any> => typeof v === 'object' && v !== null && !Array.isArray(v)
 
 export function parseManifest(bytes: Buffer): Manifest {
@@ -482,7 +488,10 @@ async function importDocument(deps: ImportDeps, entries: Entries, recordEntry: T
       try {
         await objects.put(key, Readable.from(h.chunks), { size: e.size, contentType: doc.content_type ?? undefined })
       } catch (err) {
-        if (err instanceof TarError) throw damaged(err.message)
+        // The archive ended inside this file: the object store reports its body's failure as its own (502), with the
+        // tar error as the cause.
+        const tar = tarErrorIn(err)
+        if (tar) throw damaged(tar.message)
         throw err
       }
       fileSum = h.digest()

@@ -534,7 +534,28 @@ export function transferSuite(label: string, opts: StartOptions): void {
     assert.equal(r.status, 422)
     assert.match(r.body.detail, /^The archive is damaged: tar archive cut short/)
     assert.equal((await json(await svc.request(`/api/kb/${cutKb}/import`))).body.state, 'running')
+
+    // Cut inside a document's original file: the object store is reading that entry when the archive ends.
+    const inFile = fileEntryMiddle(whole)
+    assert.ok(inFile !== null, 'the archive holds a file entry')
+    const cutFileKb = uniqueId('shortfile')
+    r = await post(whole.subarray(0, inFile), `?kb_id=${cutFileKb}`)
+    assert.equal(r.status, 422, JSON.stringify(r.body))
+    assert.match(r.body.detail, /^The archive is damaged: /)
   })
+}
+
+/** An offset in the middle of the first docs/<id>/file entry's data (ustar headers walked; pax headers are entries too). */
+function fileEntryMiddle(tar: Buffer): number | null {
+  for (let at = 0; at + 512 <= tar.length; ) {
+    const header = tar.subarray(at, at + 512)
+    if (header.every((b) => b === 0)) return null
+    const name = header.subarray(0, 100).toString('latin1').replace(/\0.*$/s, '')
+    const size = parseInt(header.subarray(124, 136).toString('latin1').replace(/\0.*$/s, '').trim() || '0', 8)
+    if (/^docs\/[^/]+\/file$/.test(name) && size > 1) return at + 512 + Math.floor(size / 2)
+    at += 512 + Math.ceil(size / 512) * 512
+  }
+  return null
 }
 
 let onceDir: string | undefined
