@@ -26,6 +26,7 @@ import {
   type ArchiveDocument, type ArchiveEnd, type ArchiveRecord, type DocSums, type EntrySum, type Manifest,
 } from './archive.ts'
 import { splitSecrets } from './export.ts'
+import { HoldLost, holdLostConflict, ImportHold } from './hold.ts'
 import { decodePoints, PointsFormatError, samePoints } from './points.ts'
 import { checkSamples, type SampleCheck } from './samples.ts'
 import { TarError, type TarEntry } from './tar.ts'
@@ -225,8 +226,7 @@ const DOC_INSERT = `INSERT INTO documents (doc_id, kb_id, title, source_type, so
 
 /** Imports an archive. Throws an AppError (422 damaged or not an archive, 409 a KB in the way) and leaves what was complete. */
 export async function importArchive(deps: ImportDeps, source: AsyncIterable<TarEntry>, opts: ImportOptions): Promise<ImportReport> {
-  const { adapters, settings } = deps
-  const { sql, vectors, embedder } = adapters
+  const { sql, embedder } = deps.adapters
   const entries = new Entries(source)
   try {
     const first = await entries.next()
@@ -246,60 +246,91 @@ export async function importArchive(deps: ImportDeps, source: AsyncIterable<TarE
       queued: 0, connectors: [], warnings: [], verification: undefined as unknown as Verification,
     }
 
-    const state = await transferState(sql, kbId)
-    if (state) {
-      if (state.archive_id !== manifest.archive_id) {
-        throw conflict(`KB '${kbId}' holds an import of another archive (${state.archive_id}); import into another KB id (?kb_id=) or delete it first`, 'IMPORT_OTHER_ARCHIVE')
-      }
-      await deps.mayResume(kbId)
-      if (state.state === 'done' && state.report) return { ...state.report, status: 'already_imported', documents: { ...state.report.documents, written: 0, skipped: state.report.documents.total } }
-      report.status = 'resumed'
-    } else {
-      if ((await sql.query('SELECT 1 FROM knowledge_bases WHERE kb_id = $1', [kbId])).length > 0) {
-        throw conflict(`KB already exists: ${kbId}; import into another KB id (?kb_id=)`, 'KB_EXISTS')
-      }
-      const overrides = checkedOverrides(manifest.overrides, settings)
-      const connectors = prepareConnectors(manifest, settings, opts.mode)
-      try {
-        await deps.createKb(async (db) => {
-          await createKbRows(db, manifest, kbId, map, overrides, connectors, opts, report)
-          return kbId
-        })
-      } catch (err) {
-        if (isUniqueViolation(err)) throw conflict(`KB already exists: ${kbId}`, 'KB_EXISTS')
-        throw err
-      }
+    // One import at a time into a KB: a second one (the same archive sent twice at once, or a resume while the first
+    // attempt still runs) waits for the first's hold and then, as a rule, finds the import done.
+    const hold = new ImportHold(sql, kbId, deps.log)
+    let state = await transferState(sql, kbId)
+    if (!state) {
+      if (await createTarget(deps, manifest, kbId, map, opts, report, hold)) hold.start()
+      else if (!(state = await transferState(sql, kbId))) throw conflict(`KB already exists: ${kbId}; import into another KB id (?kb_id=)`, 'KB_EXISTS')
     }
-    if (report.connectors.length === 0) report.connectors = connectorReport(prepareConnectors(manifest, settings, opts.mode), map)
-    if (reuse) await vectors.ensureCollection(kbId, embedder.dimensions)
-    else report.warnings.push(`The archive's vectors come from ${report.embedding.archive}, this service embeds with ${report.embedding.here}: its indexed documents were queued to be indexed again`)
-
-    const tally = { documents: 0, files: 0, points: 0 }
-    let ended: ArchiveEnd | null = null
-    for (;;) {
-      opts.signal?.throwIfAborted()
-      const e = await entries.next()
-      if (e === null) throw damaged(`it ends without ${END_NAME} (cut short)`)
-      if (e.name === END_NAME) {
-        ended = JSON.parse((await bufferOf(e, SUMS_LIMIT)).toString('utf8')) as ArchiveEnd
-        break
+    try {
+      if (state) {
+        if (state.archive_id !== manifest.archive_id) {
+          throw conflict(`KB '${kbId}' holds an import of another archive (${state.archive_id}); import into another KB id (?kb_id=) or delete it first`, 'IMPORT_OTHER_ARCHIVE')
+        }
+        await deps.mayResume(kbId)
+        if (state.state !== 'done') {
+          if (!(await hold.take(opts.signal))) throw conflict(`KB '${kbId}' was deleted while this import waited for another import into it`, 'KB_DELETED')
+          state = await transferState(sql, kbId)
+        }
+        if (state?.state === 'done' && state.report) return alreadyImported(state.report)
+        report.status = 'resumed'
       }
-      const at = parseDocEntry(e.name)
-      if (!at || at.part !== 'record.json') throw damaged(`unexpected entry '${clip(e.name, 100)}' where a document's record.json should be`)
-      const out = await importDocument(deps, entries, e, at.docId, { kbId, map, reuse, mode: opts.mode, signal: opts.signal, tally, warnings: report.warnings })
-      report.documents[out.written ? 'written' : 'skipped']++
-      if (out.queued) report.queued++
-      opts.onDocument?.({ docId: at.docId, written: out.written, bytes: out.bytes })
+      return await fill(deps, entries, manifest, { kbId, map, reuse, opts, report, hold })
+    } catch (err) {
+      if (err instanceof HoldLost) throw holdLostConflict(err)
+      throw err
+    } finally {
+      await hold.release().catch((err) => deps.log.warn({ err, kb_id: kbId }, 'import: releasing the hold on the KB failed'))
     }
-    if (!ended) throw damaged(`it ends without ${END_NAME}`)
-
-    report.documents.total = (await sql.query<{ n: number }>('SELECT count(*)::int AS n FROM documents WHERE kb_id = $1', [kbId]))[0].n
-    report.verification = await verify(deps, manifest, kbId, map, reuse, tally, report)
-    await sql.query(`UPDATE kb_transfers SET state = 'done', report = $2::jsonb, updated_at = now() WHERE kb_id = $1`, [kbId, report])
-    return report
   } finally {
     await entries.close().catch(() => {})
   }
+}
+
+const alreadyImported = (r: ImportReport): ImportReport => ({ ...r, status: 'already_imported', documents: { ...r.documents, written: 0, skipped: r.documents.total } })
+
+/** Creates the KB with the import's rows, holding it; false if a KB with this id exists (made meanwhile, perhaps). */
+async function createTarget(deps: ImportDeps, manifest: Manifest, kbId: string, map: Mapper, opts: ImportOptions, report: ImportReport, hold: ImportHold): Promise<boolean> {
+  if ((await deps.adapters.sql.query('SELECT 1 FROM knowledge_bases WHERE kb_id = $1', [kbId])).length > 0) return false
+  const overrides = checkedOverrides(manifest.overrides, deps.settings)
+  const connectors = prepareConnectors(manifest, deps.settings, opts.mode)
+  try {
+    await deps.createKb(async (db) => {
+      await createKbRows(db, manifest, kbId, map, overrides, connectors, opts, report, hold)
+      return kbId
+    })
+    return true
+  } catch (err) {
+    if (isUniqueViolation(err)) return false
+    throw err
+  }
+}
+
+/** The documents, the verification, and the import marked done: the part done under the hold. */
+async function fill(deps: ImportDeps, entries: Entries, manifest: Manifest, c: { kbId: string; map: Mapper; reuse: boolean; opts: ImportOptions; report: ImportReport; hold: ImportHold }): Promise<ImportReport> {
+  const { settings } = deps
+  const { sql, vectors, embedder } = deps.adapters
+  const { kbId, map, reuse, opts, report, hold } = c
+  if (report.connectors.length === 0) report.connectors = connectorReport(prepareConnectors(manifest, settings, opts.mode), map)
+  if (reuse) await vectors.ensureCollection(kbId, embedder.dimensions)
+  else report.warnings.push(`The archive's vectors come from ${report.embedding.archive}, this service embeds with ${report.embedding.here}: its indexed documents were queued to be indexed again`)
+
+  const tally = { documents: 0, files: 0, points: 0 }
+  let ended: ArchiveEnd | null = null
+  for (;;) {
+    opts.signal?.throwIfAborted()
+    hold.check()
+    const e = await entries.next()
+    if (e === null) throw damaged(`it ends without ${END_NAME} (cut short)`)
+    if (e.name === END_NAME) {
+      ended = JSON.parse((await bufferOf(e, SUMS_LIMIT)).toString('utf8')) as ArchiveEnd
+      break
+    }
+    const at = parseDocEntry(e.name)
+    if (!at || at.part !== 'record.json') throw damaged(`unexpected entry '${clip(e.name, 100)}' where a document's record.json should be`)
+    const out = await importDocument(deps, entries, e, at.docId, { kbId, map, reuse, mode: opts.mode, signal: opts.signal, tally, warnings: report.warnings, hold })
+    report.documents[out.written ? 'written' : 'skipped']++
+    if (out.queued) report.queued++
+    opts.onDocument?.({ docId: at.docId, written: out.written, bytes: out.bytes })
+  }
+  if (!ended) throw damaged(`it ends without ${END_NAME}`)
+
+  report.documents.total = (await sql.query<{ n: number }>('SELECT count(*)::int AS n FROM documents WHERE kb_id = $1', [kbId]))[0].n
+  report.verification = await verify(deps, manifest, kbId, map, reuse, tally, report)
+  await hold.update(sql, `state = 'done', report = $2::jsonb, updated_at = now()`, [report])
+  return report
 }
 
 function checkedOverrides(overrides: Record<string, unknown>, settings: Readonly<Settings>): Record<string, unknown> {
@@ -366,7 +397,7 @@ function connectorReport(prepared: PreparedConnector[], map: Mapper): ImportRepo
 }
 
 /** The KB row, overrides, connectors (and with migrate its members and invites) and the import's progress row. */
-async function createKbRows(db: SqlRunner, m: Manifest, kbId: string, map: Mapper, overrides: Record<string, unknown>, connectors: PreparedConnector[], opts: ImportOptions, report: ImportReport): Promise<void> {
+async function createKbRows(db: SqlRunner, m: Manifest, kbId: string, map: Mapper, overrides: Record<string, unknown>, connectors: PreparedConnector[], opts: ImportOptions, report: ImportReport, hold: ImportHold): Promise<void> {
   const kb = m.kb
   const migrate = opts.mode === 'migrate'
   await db.query(
@@ -402,7 +433,9 @@ async function createKbRows(db: SqlRunner, m: Manifest, kbId: string, map: Mappe
         [i.invite_id, kbId, i.email, i.role, i.granted_by, i.status, i.created_at, i.expires_at])
     }
   }
-  await db.query(`INSERT INTO kb_transfers (kb_id, archive_id, source_kb_id, state) VALUES ($1, $2, $3, 'running')`, [kbId, m.archive_id, m.kb.kb_id])
+  await db.query(
+    `INSERT INTO kb_transfers (kb_id, archive_id, source_kb_id, state, holder, held_until) VALUES ($1, $2, $3, 'running', $4, now() + $5 * interval '1 millisecond')`,
+    [kbId, m.archive_id, m.kb.kb_id, ...hold.created])
 }
 
 interface DocContext {
@@ -413,6 +446,7 @@ interface DocContext {
   signal?: AbortSignal
   tally: { documents: number; files: number; points: number }
   warnings: string[]
+  hold: ImportHold
 }
 
 /** Drains a body, hashing it. */
@@ -613,9 +647,11 @@ async function importDocument(deps: ImportDeps, entries: Entries, recordEntry: T
            WHERE EXISTS (SELECT 1 FROM documents WHERE doc_id = $2) ON CONFLICT DO NOTHING`, [kbId, o, docId])
       }
       await tx.query('INSERT INTO kb_transfer_docs (doc_id, kb_id, source_doc_id, sha256) VALUES ($1, $2, $3, $4)', [docId, kbId, sourceId, checksum])
-      await tx.query('UPDATE kb_transfers SET documents = documents + 1, last_doc_id = $2, updated_at = now() WHERE kb_id = $1', [kbId, sourceId])
+      await ctx.hold.update(tx, 'documents = documents + 1, last_doc_id = $2, updated_at = now()', [sourceId])
     })
   } catch (err) {
+    // Another import holds the KB now and writes this document to the same places: what is there is left to it.
+    if (err instanceof HoldLost) throw err
     if (isUniqueViolation(err)) {
       // Another import of this archive into this KB (a resume sent twice at once) committed the document first: what is
       // stored is that one's, the same content, and stays.

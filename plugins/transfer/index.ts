@@ -89,11 +89,11 @@ export default definePlugin({
       method: 'POST', path: '/api/kb/import', summary: 'Import a knowledge base from an archive (the request body, application/x-tar)', tags,
       description: 'Creates the KB (201), or goes on with an interrupted import of the same archive into it (200; documents already there are skipped). '
         + 'Vectors are reused when the archive was embedded with this service\'s model, otherwise the documents are queued to be indexed again. '
-        + 'Counts, checksums and sample searches are verified (verification). [ENT] Needs one of authz.kb_creator_roles, or the KB\'s admin to resume.',
+        + 'Counts, checksums and sample searches are verified (verification). One import at a time into a KB: the same archive sent again meanwhile waits, then answers already_imported. [ENT] Needs one of authz.kb_creator_roles, or the KB\'s admin to resume.',
       query: ImportQuery, bodyKind: 'stream', access: { level: 'authenticated' },
       responses: {
         201: { description: 'Imported', schema: ImportReportSchema }, 200: { description: 'Resumed, or imported before', schema: ImportReportSchema },
-        403: err('[ENT] Not a KB creator'), 409: err('A KB with this id exists, or holds an import of another archive'),
+        403: err('[ENT] Not a KB creator'), 409: err('A KB with this id exists, or holds an import of another archive, or another import took this one\'s hold over'),
         422: { description: 'Not an archive, a damaged one, or a bad kb_id', schema: ValidationErrorResponse },
       },
       handler: async (req) => {

@@ -503,7 +503,8 @@ export function transferSuite(label: string, opts: StartOptions): void {
     const keys: string[] = []
     for await (const k of svc.app.adapters.objects.list(`${damagedKb}/`)) keys.push(k)
     assert.equal(keys.length, 2)
-    // The intact archive finishes the import, sent twice at once: each document is written by one of the two.
+    // The intact archive finishes the import, sent twice at once: one import waits for the other's hold on the KB and
+    // finds the import done; the 9 documents missing are written once.
     const [r1, r2] = await Promise.all([post(whole, `?kb_id=${damagedKb}`), post(whole, `?kb_id=${damagedKb}`)])
     for (const x of [r1, r2]) assert.deepEqual([x.status, x.body.documents?.total, x.body.verification?.ok], [200, 11, true], JSON.stringify(x.body))
     assert.equal(r1.body.documents.written + r2.body.documents.written, 9)
@@ -542,6 +543,28 @@ export function transferSuite(label: string, opts: StartOptions): void {
     r = await post(whole.subarray(0, inFile), `?kb_id=${cutFileKb}`)
     assert.equal(r.status, 422, JSON.stringify(r.body))
     assert.match(r.body.detail, /^The archive is damaged: /)
+  })
+
+  it(`${label}: the same archive sent four times at once into a new KB: one import creates it, the others wait for it and find it done`, TIMEOUT, async () => {
+    const { svc, kb } = src
+    const whole = Buffer.from(await (await svc.request(`/api/kb/${kb}/export`)).arrayBuffer())
+    const post = (target: string) =>
+      svc.request(`/api/kb/import?kb_id=${target}`, { method: 'POST', body: whole, headers: { 'content-type': 'application/x-tar' } }).then(json)
+    let target = ''
+    for (let round = 0; round < 3; round++) {
+      target = uniqueId('race')
+      const answers = await Promise.all([0, 1, 2, 3].map(() => post(target)))
+      const shown = JSON.stringify(answers)
+      assert.deepEqual(answers.map((a) => a.status).sort(), [200, 200, 200, 201], shown)
+      assert.deepEqual(answers.map((a) => a.body.status).sort(), ['already_imported', 'already_imported', 'already_imported', 'imported'], shown)
+      for (const a of answers) assert.deepEqual([a.body.documents?.total, a.body.verification?.ok], [11, true], shown)
+      assert.equal(answers.reduce((n, a) => n + a.body.documents.written, 0), 11, shown)
+      const sql = svc.app.adapters.sql
+      assert.equal((await sql.query<Json>('SELECT count(*)::int AS n FROM kb_transfer_docs WHERE kb_id = $1', [target]))[0].n, 11)
+      assert.equal((await sql.query<Json>('SELECT count(*)::int AS n FROM documents WHERE kb_id = $1', [target]))[0].n, 11)
+    }
+    // Every file and point is there: nothing one import wrote was removed by another.
+    assert.deepEqual(await snapshot(svc, target, src.queries), await snapshot(svc, kb, src.queries))
   })
 }
 
