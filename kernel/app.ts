@@ -8,11 +8,12 @@ import type { Adapters } from '../adapters/ports.ts'
 import type { Settings } from './config/schema.ts'
 import { AppError, clip, notFound, ValidationError, type ValidationIssue } from './errors.ts'
 import { listenUws, type UwsServer } from './http/uws.ts'
-import { JSON_HEADERS, type BodyPlan, type BodySource, type Dispatcher, type HttpExchange, type HttpResult, type Matched } from './http/types.ts'
+import { JSON_HEADERS, type BodyPlan, type BodySource, type Dispatcher, type HttpExchange, type HttpResult, type Matched, type StaticMatch } from './http/types.ts'
 import { createLogger, type Logger } from './log.ts'
 import { Reply, type Caller, type Plugin, type PluginContext, type Request, type RequestHook, type RouteInfo, type RouteSpec } from './plugin.ts'
 import { Router, type Method } from './router.ts'
 import { couldExist, PATH_IDS, type PathIdFormat } from './schemas.ts'
+import { nextRequestId, requestIdText, type RequestId } from './request-id.ts'
 import { compile, jsonIssues, MAX_JSON_DEPTH, unstorable, unstorableIssue, type CompiledSchema } from './validate.ts'
 import { telemetry } from './telemetry.ts'
 
@@ -66,8 +67,6 @@ export interface App {
 const toOpenApiPath = (p: string) => p
 const toRouterPath = (p: string) => p.replace(/\{([^}]+)\}/g, ':$1')
 
-let requestCounter = 0
-const requestPrefix = Date.now().toString(36)
 const REQUEST_ID = /^[\w.:-]{1,128}$/
 
 /**
@@ -219,8 +218,6 @@ export async function createApp(opts: AppOptions): Promise<App> {
 
   type Lookup = ReturnType<typeof router.find>
   interface RouteMatch extends Matched { lookup: Lookup }
-  /** What done() needs besides the result, when run() finishes the request itself. */
-  interface Finish { found: Lookup; started: number }
   const DISCARD: BodyPlan = { kind: 'discard', limit: 0 }
   const STREAM: BodyPlan = { kind: 'stream', limit: Infinity }
   const BUFFER: BodyPlan = { kind: 'buffer', limit: jsonLimit }
@@ -228,10 +225,13 @@ export async function createApp(opts: AppOptions): Promise<App> {
   // The routes without path parameters, by method and exact path (HEAD of a GET route goes through the router).
   const NO_PARAMS: Record<string, string> = Object.freeze({}) as Record<string, string>
   const staticMatches = new Map<Method, Map<string, RouteMatch>>()
+  const statics: StaticMatch[] = []
   for (const { method, path, route } of staticRoutes) {
     let byPath = staticMatches.get(method)
     if (!byPath) staticMatches.set(method, (byPath = new Map()))
-    byPath.set(path, { lookup: { kind: 'found', value: route, params: NO_PARAMS }, plan: planOf(route) })
+    const matched: RouteMatch = { lookup: { kind: 'found', value: route, params: NO_PARAMS }, plan: planOf(route) }
+    byPath.set(path, matched)
+    statics.push({ method, path, matched })
   }
 
   const match = (method: Method, path: string): RouteMatch => {
@@ -254,20 +254,20 @@ export async function createApp(opts: AppOptions): Promise<App> {
 
   const debug = log.isLevelEnabled('debug')
 
-  const stamp = (result: HttpResult, id: string, ex: HttpExchange, found: Lookup, started: number): HttpResult => {
+  /** route: the template of the route matched, or null. */
+  const stamp = (result: HttpResult, id: RequestId, ex: HttpExchange, route: string | null, started: number): HttpResult => {
     result.requestId = id
     if (debug) {
-      const route = found.kind === 'found' ? found.value.info.path : undefined
-      log.debug({ reqId: id, method: ex.method, path: ex.path, route, status: result.status, ms: +(performance.now() - started).toFixed(2) }, 'request')
+      log.debug({ reqId: requestIdText(id), method: ex.method, path: ex.path, route: route ?? undefined, status: result.status, ms: +(performance.now() - started).toFixed(2) }, 'request')
     }
     return result
   }
 
   /** The last step of every request: the metric, the request id, the debug line. */
-  const done = (result: HttpResult, id: string, ex: HttpExchange, found: Lookup, started: number): HttpResult => {
+  const done = (result: HttpResult, id: RequestId, ex: HttpExchange, route: string | null, started: number): HttpResult => {
     // Labelled by the route template, never the raw path: a metric's label set must stay bounded.
-    telemetry.observeRequest(ex.method, found.kind === 'found' ? found.value.info.path : null, started, result.status)
-    return stamp(result, id, ex, found, started)
+    telemetry.observeRequest(ex.method, route, started, result.status)
+    return stamp(result, id, ex, route, started)
   }
 
   const unmatched = (found: Lookup): HttpResult => {
@@ -279,42 +279,47 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const dispatch = (ex: HttpExchange, matched: Matched): HttpResult | Promise<HttpResult> => {
     const started = performance.now()
     const headerId = ex.header('x-request-id')
-    const id = headerId !== undefined && REQUEST_ID.test(headerId) ? headerId : `${requestPrefix}-${(++requestCounter).toString(36)}`
+    const id: RequestId = headerId !== undefined && REQUEST_ID.test(headerId) ? headerId : nextRequestId()
     const found = (matched as RouteMatch).lookup
     if (telemetry.tracing) {
       // the request's span must enclose the handler, so that the stages it calls nest under it
-      const out = telemetry.request(ex.method, found.kind === 'found' ? found.value.info.path : null, () =>
-        found.kind === 'found' ? run(found.value, found.params, ex, id, null) : unmatched(found))
-      if (out instanceof Promise) return out.then((result) => stamp(result, id, ex, found, started))
-      return stamp(out, id, ex, found, started)
+      const route = found.kind === 'found' ? found.value.info.path : null
+      const out = telemetry.request(ex.method, route, () =>
+        found.kind === 'found' ? run(found.value, found.params, ex, id, TRACED) : unmatched(found))
+      if (out instanceof Promise) return out.then((result) => stamp(result, id, ex, route, started))
+      return stamp(out, id, ex, route, started)
     }
     // Untraced (the usual case): no closure around the handler, and an asynchronous handler's answer is finished
     // in the same continuation that makes it a response (one promise per request, not one per layer).
-    if (found.kind !== 'found') return done(unmatched(found), id, ex, found, started)
-    return run(found.value, found.params, ex, id, { found, started })
+    if (found.kind !== 'found') return done(unmatched(found), id, ex, null, started)
+    return run(found.value, found.params, ex, id, started)
   }
 
-  const failure = (err: unknown, id: string, ex: HttpExchange): HttpResult => {
+  /** run()'s started when telemetry.request measures and finishes the request (tracing). */
+  const TRACED = -1
+
+  const failure = (err: unknown, id: RequestId, ex: HttpExchange): HttpResult => {
     const { status, body, headers } = errorBody(err)
-    if (status >= 500) log.error({ err, reqId: id, method: ex.method, path: ex.path }, 'request failed')
+    if (status >= 500) log.error({ err, reqId: requestIdText(id), method: ex.method, path: ex.path }, 'request failed')
     return jsonResult(status, body, headers)
   }
 
   /**
    * Synchronous all the way when nothing needs to wait: no hook, no body, a handler that returns a value.
-   * fin: when given, the result is finished here (done()); null when telemetry.request does it (tracing).
+   * started: the performance.now() of the request's start, when the result is finished here (done()); TRACED
+   * when telemetry.request does it.
    */
-  function run(route: CompiledRoute, rawParams: Record<string, string>, ex: HttpExchange, id: string, fin: Finish | null): HttpResult | Promise<HttpResult> {
+  function run(route: CompiledRoute, rawParams: Record<string, string>, ex: HttpExchange, id: RequestId, started: number): HttpResult | Promise<HttpResult> {
     const { info } = route
     try {
       guardPath(route, rawParams)
     } catch (err) {
-      return finished(failure(err, id, ex), id, ex, fin)
+      return finished(failure(err, id, ex), id, ex, route, started)
     }
     const req = new KernelRequest(id, rawParams, ex, log)
     if (hooks.length > 0 || validatedHooks.length > 0 || (info.bodyKind === 'json' && ex.bodyBytes === undefined)) {
       const out = runAsync(route, req, ex)
-      return fin === null ? out : out.then((result) => done(result, id, ex, fin.found, fin.started))
+      return started === TRACED ? out : out.then((result) => done(result, id, ex, info.path, started))
     }
     try {
       if (route.params) req.params = route.params.parse(rawParams, 'path')
@@ -325,18 +330,18 @@ export async function createApp(opts: AppOptions): Promise<App> {
       }
       const out = route.handler(req as never)
       if (out instanceof Promise) {
-        return out.then((v) => finished(toResult(v, info.status), id, ex, fin), (err) => finished(failure(err, id, ex), id, ex, fin))
+        return out.then((v) => finished(toResult(v, info.status), id, ex, route, started), (err) => finished(failure(err, id, ex), id, ex, route, started))
       }
-      return finished(toResult(out, info.status), id, ex, fin)
+      return finished(toResult(out, info.status), id, ex, route, started)
     } catch (err) {
-      return finished(failure(err, id, ex), id, ex, fin)
+      return finished(failure(err, id, ex), id, ex, route, started)
     }
   }
 
-  const finished = (result: HttpResult, id: string, ex: HttpExchange, fin: Finish | null): HttpResult =>
-    fin === null ? result : done(result, id, ex, fin.found, fin.started)
+  const finished = (result: HttpResult, id: RequestId, ex: HttpExchange, route: CompiledRoute, started: number): HttpResult =>
+    started === TRACED ? result : done(result, id, ex, route.info.path, started)
 
-  async function runAsync(route: CompiledRoute, req: Request<any, any, any>, ex: HttpExchange): Promise<HttpResult> {
+  async function runAsync(route: CompiledRoute, req: KernelRequest, ex: HttpExchange): Promise<HttpResult> {
     const { info } = route
     try {
       for (const hook of hooks) await hook(req, info)
@@ -350,7 +355,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
       for (const hook of validatedHooks) await hook(req, info)
       return toResult(await route.handler(req as never), info.status)
     } catch (err) {
-      return failure(err, req.id, ex)
+      return failure(err, req.requestId, ex)
     }
   }
 
@@ -362,7 +367,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     return jsonResult(out === undefined ? 204 : status, out)
   }
 
-  const dispatcher: Dispatcher = { match, dispatch, refuse }
+  const dispatcher: Dispatcher = { match, statics, dispatch, refuse }
   let server: UwsServer | null = null
   let closed = false
 
@@ -419,7 +424,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
       } else out = Buffer.from(result.body ?? '')
       return {
         status: result.status,
-        headers: result.requestId === undefined ? { ...result.headers } : { ...result.headers, 'x-request-id': result.requestId },
+        headers: result.requestId === undefined ? { ...result.headers } : { ...result.headers, 'x-request-id': requestIdText(result.requestId) },
         body: out,
         text: () => out.toString('utf8'),
         json: () => JSON.parse(out.toString('utf8')),
@@ -436,9 +441,14 @@ class KernelRequest implements Request<any, any, any> {
   body: unknown = undefined
   caller: Caller | null = null
 
-  constructor(readonly id: string, public params: any, private readonly ex: HttpExchange, readonly log: Logger) {
+  constructor(readonly requestId: RequestId, public params: any, private readonly ex: HttpExchange, readonly log: Logger) {
     this.method = ex.method
     this.path = ex.path
+  }
+
+  /** A made id becomes a string only when read. */
+  get id(): string {
+    return requestIdText(this.requestId)
   }
 
   /** Read from the transport when first asked for (uWS copies them out of its request only then). */

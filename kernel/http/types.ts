@@ -1,5 +1,6 @@
 // The boundary between a transport (uWS, or in-process inject) and the kernel's dispatcher.
 import type { Readable } from 'node:stream'
+import type { RequestId } from '../request-id.ts'
 import type { Method } from '../router.ts'
 
 export interface BodySource {
@@ -28,8 +29,11 @@ export interface HttpResult {
   status: number
   headers: Record<string, string>
   body: string | Uint8Array | Readable | null
-  /** Sent as the x-request-id header (kept apart, so that the shared JSON_HEADERS are never written to). */
-  requestId?: string
+  /**
+   * Sent as the x-request-id header (kept apart, so that the shared JSON_HEADERS are never written to): the client's
+   * id, or the count of one the kernel made (kernel/request-id.ts).
+   */
+  requestId?: RequestId
 }
 
 /**
@@ -50,8 +54,17 @@ export interface Matched {
   readonly plan: BodyPlan
 }
 
+/** A route without path parameters, matched once at boot: a transport may route it by itself. */
+export interface StaticMatch {
+  readonly method: Method
+  readonly path: string
+  readonly matched: Matched
+}
+
 export interface Dispatcher {
   match(method: Method, path: string): Matched
+  /** What match() answers for each route without path parameters (the same object each time). */
+  readonly statics: readonly StaticMatch[]
   /** Synchronous when the handler is (no hook, no body, no await): the transport answers in the same tick. */
   dispatch(ex: HttpExchange, matched: Matched): HttpResult | Promise<HttpResult>
   /** A response for a request refused before dispatch (body over the cap, shutting down). */

@@ -8,8 +8,26 @@ import { Readable } from 'node:stream'
 import uws from 'uWebSockets.js'
 import { AppError } from '../errors.ts'
 import type { Logger } from '../log.ts'
+import { requestIdBytes, requestIdText } from '../request-id.ts'
 import type { Method } from '../router.ts'
 import { JSON_HEADERS, type BodySource, type Dispatcher, type HttpExchange, type HttpResult, type Matched } from './types.ts'
+
+/**
+ * Header names and values uWS is given on every request, as bytes: uWS converts a string argument to UTF-8 in a
+ * buffer it allocates and frees per call (about 500 instructions a string), and reads an ArrayBuffer in place.
+ */
+const bytes = (s: string): ArrayBuffer => {
+  const out = new Uint8Array(s.length)
+  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i)
+  return out.buffer
+}
+const CONTENT_TYPE = bytes('content-type')
+const APPLICATION_JSON = bytes('application/json')
+const CONTENT_LENGTH = bytes('content-length')
+const X_REQUEST_ID = bytes('x-request-id')
+
+/** Paths of plain segments (no empty one, no ':' or '*'), which uWS matches as the kernel's lookup does. */
+const PLAIN_PATH = /^(\/[\w.~-]+)+$/
 
 const STATUS_LINES = new Map<number, string>()
 const statusLine = (code: number): string => {
@@ -56,25 +74,50 @@ export function listenUws(dispatcher: Dispatcher, opts: { host: string; port: nu
     },
   }
 
-  app.any('/*', (res, req) => {
-    const ex = new UwsExchange(res, req, state)
+  const serve = (res: uws.HttpResponse, req: uws.HttpRequest, method: Method, path: string | null, matched: Matched | null): void => {
+    const ex = new UwsExchange(res, req, state, method, path)
     try {
-      handle(ex)
+      handle(ex, matched)
     } finally {
       // req dies when this handler returns: a request not answered yet keeps a copy of its headers.
       ex.release()
     }
-  })
+  }
+  // One handler per method, so that the method is known without asking uWS for its name (a string per request);
+  // any other method goes through the catch-all, which asks.
+  app.get('/*', (res, req) => serve(res, req, 'GET', null, null))
+  app.post('/*', (res, req) => serve(res, req, 'POST', null, null))
+  app.put('/*', (res, req) => serve(res, req, 'PUT', null, null))
+  app.patch('/*', (res, req) => serve(res, req, 'PATCH', null, null))
+  app.del('/*', (res, req) => serve(res, req, 'DELETE', null, null))
+  app.head('/*', (res, req) => serve(res, req, 'HEAD', null, null))
+  app.any('/*', (res, req) => serve(res, req, methodOf(req.getMethod()), null, null))
+  // A route without parameters is routed by uWS itself, to a handler that knows its match: no lookup, and the
+  // path is not asked for (uWS compares the raw path exactly, as the kernel's lookup of such a route does).
+  // Only plain paths: uWS gives ':' and '*' a meaning, and its handling of empty segments is its own.
+  for (const { method, path, matched } of dispatcher.statics) {
+    if (!PLAIN_PATH.test(path)) continue
+    const handler = (res: uws.HttpResponse, req: uws.HttpRequest) => serve(res, req, method, path, matched)
+    if (method === 'GET') app.get(path, handler)
+    else if (method === 'POST') app.post(path, handler)
+    else if (method === 'PUT') app.put(path, handler)
+    else if (method === 'PATCH') app.patch(path, handler)
+    else if (method === 'DELETE') app.del(path, handler)
+  }
 
-  const handle = (ex: UwsExchange): void => {
+  const handle = (ex: UwsExchange, known: Matched | null): void => {
     if (state.draining) {
       ex.finish(dispatcher.refuse(503, 'Server is shutting down'), true)
       return
     }
-    const matched = dispatcher.match(ex.method, ex.path)
+    const matched = known ?? dispatcher.match(ex.method, ex.path)
     const plan = matched.plan
+    if (plan.kind !== 'discard') {
+      // answered after uWS's handler returns: the headers are copied now, and read from the copy below
+      ex.keepHeaders()
+    }
     if (plan.kind === 'buffer') {
-      const declared = ex.header('content-length')
+      const declared = ex.contentLength()
       if (declared !== undefined && Number(declared) > plan.limit) {
         ex.finish(dispatcher.refuse(413, `Request body too large: at most ${plan.limit} bytes`), true)
         return
@@ -178,10 +221,11 @@ class UwsExchange implements HttpExchange {
   private controller: AbortController | null = null
   private remote: string | null = null
 
-  constructor(private readonly res: uws.HttpResponse, req: uws.HttpRequest, private readonly state: ServerState) {
+  /** path: when uWS routed the request to a route's own handler, that route's path (then equal to req.getUrl()). */
+  constructor(private readonly res: uws.HttpResponse, req: uws.HttpRequest, private readonly state: ServerState, method: Method, path: string | null) {
     this.req = req
-    this.method = methodOf(req.getMethod())
-    this.path = req.getUrl()
+    this.method = method
+    this.path = path ?? req.getUrl()
     this.rawQuery = req.getQuery() ?? ''
   }
 
@@ -200,7 +244,7 @@ class UwsExchange implements HttpExchange {
   header(name: string): string | undefined {
     if (this.list === null && this.req !== null) {
       // uWS answers '' for a header the request does not have (an empty one reads as absent here too).
-      const v = this.req.getHeader(name)
+      const v = this.req.getHeader(name === 'x-request-id' ? X_REQUEST_ID : name === 'content-length' ? CONTENT_LENGTH : name)
       return v === '' ? undefined : v
     }
     const list = this.copy()
@@ -219,6 +263,19 @@ class UwsExchange implements HttpExchange {
       collecting = EMPTY_LIST
     }
     return (this.list = list)
+  }
+
+  /** The first content-length header, as uWS frames the body by (a repeated one is not read from the last). */
+  contentLength(): string | undefined {
+    if (this.list === null) return this.header('content-length')
+    const list = this.list
+    for (let i = 0; i < list.length; i += 2) if (list[i] === 'content-length') return list[i + 1] === '' ? undefined : list[i + 1]
+    return undefined
+  }
+
+  /** Copies the headers out of req now (a request that will be answered after uWS's handler returns). */
+  keepHeaders(): void {
+    this.copy()
   }
 
   /** uWS's handler returns: req is invalid from now on. A request still waiting for its answer keeps its headers. */
@@ -363,18 +420,21 @@ function write(res: uws.HttpResponse, method: Method, result: HttpResult, close:
   const { headers, body } = result
   // uWS answers 200 OK unless told otherwise: one call across to C++ fewer for most responses
   if (result.status !== 200) res.writeStatus(statusLine(result.status))
-  if (headers === JSON_HEADERS) res.writeHeader('content-type', 'application/json')
+  if (headers === JSON_HEADERS) res.writeHeader(CONTENT_TYPE, APPLICATION_JSON)
   else for (const k in headers) if (k !== 'connection') res.writeHeader(k, headers[k])
-  if (result.requestId !== undefined) res.writeHeader('x-request-id', result.requestId)
-  if (method === 'HEAD') res.endWithoutBody(undefined, close)
-  else res.end((body ?? '') as string | Uint8Array, close)
+  if (result.requestId !== undefined) res.writeHeader(X_REQUEST_ID, requestIdBytes(result.requestId))
+  // This build of uWS answers nothing for endWithoutBody called with any argument but a number (undefined, or a
+  // second argument, included): the handler then returns unanswered and uWS ends the process. A HEAD answer that
+  // must close the connection goes out with an empty body (Content-Length: 0) instead.
+  if (method === 'HEAD' && !close) res.endWithoutBody()
+  else res.end(method === 'HEAD' ? '' : (body ?? '') as string | Uint8Array, close)
 }
 
 function pipeStream(res: uws.HttpResponse, result: HttpResult, stream: Readable, isAborted: () => boolean): void {
   res.cork(() => {
     res.writeStatus(statusLine(result.status))
     for (const k in result.headers) res.writeHeader(k, result.headers[k])
-    if (result.requestId !== undefined) res.writeHeader('x-request-id', result.requestId)
+    if (result.requestId !== undefined) res.writeHeader('x-request-id', requestIdText(result.requestId))
   })
   const stop = () => stream.destroy()
   stream.on('data', (chunk: Buffer | string) => {
