@@ -7,7 +7,7 @@ import * as crypto from 'node:crypto'
 import type { Embedder, SearchCache } from '../../adapters/ports.ts'
 import type { Settings } from '../../kernel/config/schema.ts'
 import type { Logger } from '../../kernel/log.ts'
-import type { SearchInput, SearchOutput, SearchPlan, SearchService, SearchTiming } from './service.ts'
+import type { ResolvedOptions, SearchInput, SearchOutput, SearchPlan, SearchService, SearchTiming } from './service.ts'
 import { telemetry } from '../../kernel/telemetry.ts'
 
 /** Raised when the stored format changes, so that instances of two releases never read each other's answers. */
@@ -28,14 +28,46 @@ export function settingsFingerprint(retrieval: Settings['retrieval'], embedder: 
   return sha256(JSON.stringify([FORMAT, rest, rerankShown, embedder.name, embedder.model, embedder.dimensions]))
 }
 
-/** The whole plan is the key, so that a field added to it later (a filter) cannot be left out of the key. */
+/** Compiles only when K names every field of T: a field added to the plan must be added to its key. */
+type Every<T, K extends keyof T> = Exclude<keyof T, K> extends never ? true : never
+const PLAN_IN_KEY: Every<SearchPlan, 'query' | 'kbIds' | 'opts' | 'merges' | 'filter'> = true
+const OPTIONS_IN_KEY: Every<ResolvedOptions, 'mode' | 'top_k' | 'alpha' | 'min_score' | 'rerank' | 'rerank_top_n'> = true
+void [PLAN_IN_KEY, OPTIONS_IN_KEY]
+
+/** Keys by their text, so that a repeated request hashes nothing; emptied past this many characters of text. */
+const KEYS_MAX_CHARS = 4 * 1024 * 1024
+const keys = new Map<string, string>()
+let keyChars = 0
+
+/** A string as its length and itself: texts joined this way split back one way only, with nothing escaped. */
+const counted = (s: string) => `${s.length}:${s}`
+
+/**
+ * The whole plan is the key (the types above refuse a plan field left out), written as one text that two different
+ * plans never share: strings with their lengths, numbers and flags in a fixed order, the filter (rare) last as
+ * JSON. Built by joining, without JSON.stringify's per-call cost; the hash of a text already seen is looked up, not
+ * computed.
+ */
 export function cacheKey(fingerprint: string, p: SearchPlan): string {
-  // The settings only: the per-KB cache entries also carry when they were read.
-  const merges = p.kbIds.map((id) => {
+  const o = p.opts
+  let text = `${counted(fingerprint)}|${counted(p.query)}|${counted(o.mode)}${o.top_k},${o.alpha},${o.min_score},${o.rerank ? 1 : 0},${o.rerank_top_n}|${p.kbIds.length}`
+  // The merge settings only: the per-KB cache entries also carry when they were read.
+  for (const id of p.kbIds) {
     const m = p.merges.get(id)!
-    return [m.enabled, m.threshold]
-  })
-  return sha256(JSON.stringify([fingerprint, { ...p, merges }]))
+    text += `|${counted(id)}${m.enabled ? 1 : 0},${m.threshold}`
+  }
+  text += p.filter === undefined ? '|' : `|${JSON.stringify(p.filter)}`
+  let key = keys.get(text)
+  if (key === undefined) {
+    key = sha256(text)
+    if (keyChars + text.length > KEYS_MAX_CHARS) {
+      keys.clear()
+      keyChars = 0
+    }
+    keys.set(text, key)
+    keyChars += text.length
+  }
+  return key
 }
 
 /**
@@ -57,9 +89,57 @@ export function serialise(out: SearchOutput): { head: string; latency: number } 
 export const finish = (head: string, status: 'hit' | 'miss', latencyMs: number) =>
   `${head}"cache_status":"${status}","latency_ms":${latencyMs}}}`
 
+/** Encoded hit answers kept at most (UTF-8 bytes, plus the cached text when the cache hands out copies of it). */
+export const HIT_BYTES_MAX = 16 * 1024 * 1024
+
+const utf8 = new TextEncoder()
+
+/**
+ * A hit answered in under half a millisecond (nearly every hit) is the same bytes each time: its cached text with
+ * "hit" and latency 0. Those bytes are kept here by cache key, beside the text they were made from, and sent as
+ * they are: no text joined and no UTF-8 conversion per hit. Kept only while the cache still hands out the same
+ * text for the key (compared on each hit: the same string for the in-process cache, equal ones from Redis), so
+ * they can never say anything the cache would not; the oldest go first past HIT_BYTES_MAX.
+ */
+export function createHitBytes(maxBytes = HIT_BYTES_MAX) {
+  const kept = new Map<string, { head: string; bytes: Uint8Array; size: number }>()
+  let total = 0
+  return {
+    get(key: string, head: string): Uint8Array {
+      const e = kept.get(key)
+      if (e !== undefined && e.head === head) return e.bytes
+      // TextEncoder's array owns its memory (a small Buffer.from would pin a shared 8 KB pool slab)
+      const bytes = utf8.encode(finish(head, 'hit', 0))
+      if (e !== undefined) {
+        kept.delete(key)
+        total -= e.size
+      }
+      const size = bytes.byteLength + head.length
+      if (size <= maxBytes / 16) {
+        kept.set(key, { head, bytes, size })
+        total += size
+        for (const [k, old] of kept) {
+          if (total <= maxBytes) break
+          kept.delete(k)
+          total -= old.size
+        }
+      }
+      return bytes
+    },
+    get size() {
+      return kept.size
+    },
+  }
+}
+
 export interface CachedSearch {
   /** The answer's JSON text, from the cache or searched (and then kept); `timing` is filled when given. */
   searchJson(input: SearchInput, timing?: SearchTiming): Promise<string>
+  /**
+   * The answer as sent: searchJson's text, or for most hits the same text already encoded (UTF-8 bytes that are
+   * the same object on every hit of a key: to be sent, never changed).
+   */
+  searchBody(input: SearchInput, timing?: SearchTiming): Promise<string | Uint8Array>
   /** DELETE /api/search/cache: removes the answers that include kb_id (every answer when omitted). */
   clear(kbId?: string): Promise<number>
 }
@@ -72,36 +152,45 @@ export function createCachedSearch(service: SearchService, cache: SearchCache, f
     failing = true
   }
 
+  const hitBytes = createHitBytes()
+  const decoder = new TextDecoder()
+
+  const searchBody = async (input: SearchInput, timing?: SearchTiming): Promise<string | Uint8Array> => {
+    const started = performance.now()
+    const plan = await service.plan(input)
+    const key = cacheKey(fingerprint, plan)
+    let versions: string[] | null = null
+    // No KB left (tags matched none): nothing to look up, and Redis refuses a lookup of no keys.
+    if (plan.kbIds.length > 0) try {
+      const found = await cache.lookup(key, plan.kbIds)
+      failing = false
+      if (found.value !== null) {
+        const ms = Math.round(performance.now() - started)
+        telemetry.searched(plan.opts.mode, plan.kbIds.length, 'hit', ms)
+        if (timing) timing.cache = 'hit'
+        return ms === 0 ? hitBytes.get(key, found.value) : finish(found.value, 'hit', ms)
+      }
+      versions = found.versions
+    } catch (err) {
+      warn('lookup', err)
+    }
+    if (timing) timing.cache = 'miss'
+    const { output, kbsWithHits } = await service.run(plan, started, timing)
+    const { head, latency } = serialise(output)
+    // A fallback is a passing failure of the reranker: it is not what the next caller should get.
+    if (!output.meta.rerank_fallback) {
+      if (versions !== null) cache.store(key, plan.kbIds, versions, head).catch((err) => warn('store', err))
+      else if (kbsWithHits.length > 0 && !failing) cache.init(kbsWithHits).catch((err) => warn('init', err))
+    }
+    telemetry.searched(plan.opts.mode, plan.kbIds.length, 'miss', latency)
+    return finish(head, 'miss', latency)
+  }
+
   return {
+    searchBody,
     async searchJson(input, timing) {
-      const started = performance.now()
-      const plan = await service.plan(input)
-      const key = cacheKey(fingerprint, plan)
-      let versions: string[] | null = null
-      // No KB left (tags matched none): nothing to look up, and Redis refuses a lookup of no keys.
-      if (plan.kbIds.length > 0) try {
-        const found = await cache.lookup(key, plan.kbIds)
-        failing = false
-        if (found.value !== null) {
-          const ms = Math.round(performance.now() - started)
-          telemetry.searched(plan.opts.mode, plan.kbIds.length, 'hit', ms)
-          if (timing) timing.cache = 'hit'
-          return finish(found.value, 'hit', ms)
-        }
-        versions = found.versions
-      } catch (err) {
-        warn('lookup', err)
-      }
-      if (timing) timing.cache = 'miss'
-      const { output, kbsWithHits } = await service.run(plan, started, timing)
-      const { head, latency } = serialise(output)
-      // A fallback is a passing failure of the reranker: it is not what the next caller should get.
-      if (!output.meta.rerank_fallback) {
-        if (versions !== null) cache.store(key, plan.kbIds, versions, head).catch((err) => warn('store', err))
-        else if (kbsWithHits.length > 0 && !failing) cache.init(kbsWithHits).catch((err) => warn('init', err))
-      }
-      telemetry.searched(plan.opts.mode, plan.kbIds.length, 'miss', latency)
-      return finish(head, 'miss', latency)
+      const body = await searchBody(input, timing)
+      return typeof body === 'string' ? body : decoder.decode(body)
     },
     clear: (kbId) => cache.clear(kbId),
   }

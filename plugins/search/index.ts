@@ -3,7 +3,7 @@
 // named KBs and none of them remains the answer is an empty result (200). kb_ids empty or missing is the same 422
 // as in the base edition (notes.md): the client named nothing.
 import { ValidationError } from '../../kernel/errors.ts'
-import { definePlugin, rawReply } from '../../kernel/plugin.ts'
+import { definePlugin, rawReply, Reply } from '../../kernel/plugin.ts'
 import { allFilteredOut } from '../authz/access.ts'
 import { ErrorResponse } from '../../kernel/schemas.ts'
 import { createCachedSearch, settingsFingerprint } from './cache.ts'
@@ -13,6 +13,9 @@ import { createSearchService, type SearchInput, type SearchOutput, type SearchSe
 export type { SearchService }
 
 const ms = (v: number) => v.toFixed(1)
+
+/** rawReply's headers for an answer from the cache: serverTiming({ cache: 'hit', kb: [] }). */
+const HIT_HEADERS: Readonly<Record<string, string>> = Object.freeze({ 'content-type': 'application/json', 'server-timing': 'cache;desc="hit"' })
 
 /**
  * The Server-Timing header (W3C Server Timing) of a search: cache hit or miss, then the stages that ran, one `kb`
@@ -53,12 +56,14 @@ export default definePlugin<SearchService>({
       description: '[ENT] KBs of kb_ids the caller cannot read are dropped; none left: 200 with no results (kb_ids empty or missing: 422). '
         + 'The Server-Timing header splits the time: cache (hit or miss), embed, kb (one per KB searched, desc = kb_id), fusion, rerank (ms).',
       responses: { 200: { description: 'Results and meta', schema: SearchResponse }, 422: { description: 'kb_ids empty, or a bad query or option', schema: ErrorResponse } },
-      // Serialised once (or taken from the cache as text), straight to the wire.
+      // Serialised once (or taken from the cache as text, or as bytes), straight to the wire.
       handler: async (req) => {
         if (allFilteredOut(req)) return emptyAnswer(req.body)
         const timing: SearchTiming = { kb: [] }
-        const json = await cached.searchJson(req.body, timing)
-        return rawReply(200, json, 'application/json', { 'server-timing': serverTiming(timing) })
+        const body = await cached.searchBody(req.body, timing)
+        // A hit ran no stage: its headers are always these (the kernel copies them into each response).
+        if (timing.cache === 'hit') return new Reply(200, body, HIT_HEADERS, 'raw')
+        return rawReply(200, body, 'application/json', { 'server-timing': serverTiming(timing) })
       },
     })
     ctx.route({
