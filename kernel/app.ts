@@ -247,6 +247,8 @@ export async function createApp(opts: AppOptions): Promise<App> {
     status,
     headers: headers ? { 'content-type': 'application/json', ...headers } : JSON_HEADERS as Record<string, string>,
     body: body === undefined ? null : JSON.stringify(body),
+    // present from the start, so that stamp() fills a slot instead of changing the object's shape
+    requestId: undefined,
   })
 
   const refuse = (status: number, detail: string): HttpResult =>
@@ -312,7 +314,8 @@ export async function createApp(opts: AppOptions): Promise<App> {
   function run(route: CompiledRoute, rawParams: Record<string, string>, ex: HttpExchange, id: RequestId, started: number): HttpResult | Promise<HttpResult> {
     const { info } = route
     try {
-      guardPath(route, rawParams)
+      // a route without parameters has nothing to guard (its match carries the shared empty NO_PARAMS)
+      if (rawParams !== NO_PARAMS) guardPath(route, rawParams)
     } catch (err) {
       return finished(failure(err, id, ex), id, ex, route, started)
     }
@@ -475,7 +478,8 @@ function parseJsonBody(buf: Buffer, required: boolean): unknown {
     return undefined
   }
   let value: unknown
-  const text = buf.toString('utf8')
+  // UTF-8; no argument, because Buffer's toString() then decodes at once, without looking the encoding up
+  const text = buf.toString()
   try {
     value = JSON.parse(text)
   } catch (err) {

@@ -7,8 +7,12 @@ const PREFIX = `${Date.now().toString(36)}-`
 const DIGITS = '0123456789abcdefghijklmnopqrstuvwxyz'
 
 let count = 0
-/** PREFIX and count in base 36, as ASCII bytes; a new buffer (one longer) when the count gains a digit. */
-let current = new Uint8Array(PREFIX.length + 1)
+/**
+ * PREFIX and count in base 36, as ASCII bytes; a new buffer (one longer) when the count gains a digit. The
+ * ArrayBuffer is kept beside its view: reading a small Uint8Array's .buffer goes through V8's runtime every time.
+ */
+let currentBuffer = new ArrayBuffer(PREFIX.length + 1)
+let current = new Uint8Array(currentBuffer)
 for (let i = 0; i < PREFIX.length; i++) current[i] = PREFIX.charCodeAt(i)
 current[PREFIX.length] = 0x30
 
@@ -34,7 +38,8 @@ export function nextRequestId(): number {
     return count
   }
   // every digit was z: one digit more, 1 followed by zeros
-  const longer = new Uint8Array(bytes.length + 1)
+  currentBuffer = new ArrayBuffer(bytes.length + 1)
+  const longer = new Uint8Array(currentBuffer)
   longer.set(bytes.subarray(0, PREFIX.length))
   longer.fill(ZERO, PREFIX.length)
   longer[PREFIX.length] = DIGITS.charCodeAt(1)
@@ -48,5 +53,5 @@ export function requestIdText(id: RequestId): string {
 
 /** What a transport writes as the x-request-id header: the newest made id's bytes (valid until the next id). */
 export function requestIdBytes(id: RequestId): string | ArrayBuffer {
-  return id === count ? current.buffer : requestIdText(id)
+  return id === count ? currentBuffer : requestIdText(id)
 }

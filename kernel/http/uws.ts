@@ -369,7 +369,7 @@ class UwsExchange implements HttpExchange {
       this.res.resume()
     }
     // a streamed answer outlives the handler: uWS must be able to say the client left
-    if (result.body instanceof Readable) this.watchAbort()
+    if (typeof result.body !== 'string' && result.body instanceof Readable) this.watchAbort()
     send(this.res, this.method, result, this.state.draining, this, corked)
   }
 
@@ -390,12 +390,14 @@ class UwsExchange implements HttpExchange {
 
 function send(res: uws.HttpResponse, method: Method, result: HttpResult, closeConnection: boolean, ex: { aborted: boolean }, corked: boolean): void {
   const body = result.body
-  if (body instanceof Readable) {
+  // (a string first: instanceof Readable walks the stream classes' prototypes)
+  if (typeof body !== 'string' && body instanceof Readable) {
     pipeStream(res, result, body, () => ex.aborted)
     return
   }
   // uWS writes its own Connection header: a 'connection: close' from the kernel becomes its close flag.
-  const close = closeConnection || result.headers.connection === 'close'
+  // (JSON_HEADERS, frozen, is not asked: a missing property of it is a slow lookup)
+  const close = closeConnection || (result.headers !== JSON_HEADERS && result.headers.connection === 'close')
   if (corked) {
     write(res, method, result, close)
     return
