@@ -5,8 +5,8 @@ import { createServer, type AddressInfo } from 'node:net'
 import { createMemorySearchCache } from '../../adapters/cache/memory.ts'
 import type { SearchCache } from '../../adapters/ports.ts'
 import { createLogger } from '../../kernel/log.ts'
-import { createCachedSearch } from '../../plugins/search/cache.ts'
-import type { SearchService } from '../../plugins/search/service.ts'
+import { cacheKey, createCachedSearch, createHitBytes, finish } from '../../plugins/search/cache.ts'
+import type { SearchPlan, SearchService } from '../../plugins/search/service.ts'
 import { startApp } from '../helpers/app.ts'
 import { serviceUrl, skipUnless } from '../helpers/services.ts'
 import { md, newKb, prose, settle, upload } from './docs.suite.ts'
@@ -51,6 +51,61 @@ function cacheContract(make: () => Promise<SearchCache & { raw?: { del(key: stri
     assert.equal((await c.lookup('k', ['z'])).value, null)
   })
 }
+
+describe('search cache keys and kept hit bytes', () => {
+  const plan = (over: Partial<SearchPlan> = {}, opts: Partial<SearchPlan['opts']> = {}): SearchPlan => ({
+    query: 'alpha beta', kbIds: ['a', 'b'],
+    opts: { mode: 'hybrid', top_k: 10, alpha: 0.02, min_score: 0, rerank: false, rerank_top_n: 20, ...opts },
+    merges: new Map([['a', { enabled: true, threshold: 0.3 }], ['b', { enabled: false, threshold: 0.3 }]]),
+    filter: undefined, ...over,
+  })
+
+  it('two plans share a key only when every field is the same, texts that would join alike included', () => {
+    const variants: [string, SearchPlan, string?][] = [
+      ['base', plan()],
+      ['query', plan({ query: 'alpha beta ' })],
+      ['query joined into the next field', plan({ query: 'alpha beta|6:hybrid' })],
+      ['kb order', plan({ kbIds: ['b', 'a'] })],
+      ['one kb', plan({ kbIds: ['a'] })],
+      ['mode', plan({}, { mode: 'similarity' })],
+      ['top_k', plan({}, { top_k: 11 })],
+      ['alpha', plan({}, { alpha: 0.2 })],
+      ['min_score', plan({}, { min_score: 0.1 })],
+      ['rerank', plan({}, { rerank: true })],
+      ['rerank_top_n', plan({}, { rerank_top_n: 21 })],
+      ['merge enabled', plan({ merges: new Map([['a', { enabled: false, threshold: 0.3 }], ['b', { enabled: false, threshold: 0.3 }]]) })],
+      ['merge threshold', plan({ merges: new Map([['a', { enabled: true, threshold: 0.31 }], ['b', { enabled: false, threshold: 0.3 }]]) })],
+      ['filter', plan({ filter: { doc_type: ['md'] } as never })],
+      ['another filter', plan({ filter: { doc_type: ['pdf'] } as never })],
+    ]
+    const keys = variants.map(([, p, fp]) => cacheKey(fp ?? 'fp', p))
+    assert.equal(new Set(keys).size, variants.length, JSON.stringify(variants.map(([name], i) => [name, keys[i]])))
+    assert.equal(cacheKey('fp', plan()), keys[0], 'the same plan, built again, has the same key')
+    assert.notEqual(cacheKey('fp2', plan()), keys[0], 'another settings fingerprint, another key')
+    assert.match(keys[0], /^[A-Za-z0-9_-]{43}$/, 'a SHA-256, base64url')
+  })
+
+  it('kept hit bytes are the hit answer encoded, the same object while the cached text is the same, and bounded', () => {
+    const kept = createHitBytes(16 * 1024)
+    const head = '{"results":[{"text":"caf\u00e9 ☕"}],"meta":{'
+    const first = kept.get('k1', head)
+    assert.equal(new TextDecoder().decode(first), finish(head, 'hit', 0))
+    assert.equal(kept.get('k1', head), first, 'the same bytes while the cache hands out the same text')
+    const changed = '{"results":[],"meta":{'
+    const second = kept.get('k1', changed)
+    assert.notEqual(second, first)
+    assert.equal(new TextDecoder().decode(second), finish(changed, 'hit', 0), 'new text (the KB was written): new bytes')
+    // 16 KB in all, one answer at most a sixteenth of it: the oldest go first, an answer too large is not kept.
+    const big = `{"results":[${'"x",'.repeat(100)}"x"],"meta":{`
+    for (let i = 0; i < 64; i++) kept.get(`n${i}`, big)
+    assert.ok(kept.size < 64 && kept.size > 0, `bounded: ${kept.size}`)
+    const huge = `{"results":["${'y'.repeat(2000)}"],"meta":{`
+    const before = kept.size
+    assert.equal(new TextDecoder().decode(kept.get('huge', huge)), finish(huge, 'hit', 0))
+    assert.equal(kept.get('huge', huge) === kept.get('huge', huge), false, 'an answer over a sixteenth of the bound is not kept')
+    assert.ok(kept.size <= before)
+  })
+})
 
 describe('search cache store: in process', () => {
   cacheContract(async () => createMemorySearchCache({ ttlMs: 60_000, maxEntries: 100, maxBytes: 1 << 20 }))
