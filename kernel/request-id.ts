@@ -4,22 +4,36 @@
 // (most) makes no string and hands uWS no string to convert.
 
 const PREFIX = `${Date.now().toString(36)}-`
-const DIGITS = '0123456789abcdefghijklmnopqrstuvwxyz'
 
-let count = 0
 /**
- * PREFIX and count in base 36, as ASCII bytes; a new buffer (one longer) when the count gains a digit. The
- * ArrayBuffer is kept beside its view: reading a small Uint8Array's .buffer goes through V8's runtime every time.
+ * The bytes the uWS transport writes in front of a made id when it writes a JSON answer's two headers as one value
+ * (kernel/http/uws.ts): the newest id is also kept after them, so that the transport hands uWS a buffer as it is.
  */
-let currentBuffer = new ArrayBuffer(PREFIX.length + 1)
-let current = new Uint8Array(currentBuffer)
-for (let i = 0; i < PREFIX.length; i++) current[i] = PREFIX.charCodeAt(i)
-current[PREFIX.length] = 0x30
+export const JSON_THEN_REQUEST_ID = 'application/json\r\nx-request-id: '
 
 const ZERO = 0x30
+const ONE = 0x31
 const NINE = 0x39
 const A = 0x61
 const Z = 0x7a
+
+let count = 0
+
+/**
+ * The newest id's bytes: PREFIX and count in base 36, alone (id) and after JSON_THEN_REQUEST_ID (withLead). Each
+ * ArrayBuffer is kept beside its view: reading a small Uint8Array's .buffer goes through V8's runtime every time.
+ * New buffers, one byte longer, when the count gains a digit.
+ */
+interface Bytes { buffer: ArrayBuffer; view: Uint8Array }
+const bytesOf = (text: string): Bytes => {
+  const buffer = new ArrayBuffer(text.length)
+  const view = new Uint8Array(buffer)
+  for (let i = 0; i < text.length; i++) view[i] = text.charCodeAt(i)
+  return { buffer, view }
+}
+let id = bytesOf(`${PREFIX}0`)
+let withLead = bytesOf(`${JSON_THEN_REQUEST_ID}${PREFIX}0`)
+const LEAD = JSON_THEN_REQUEST_ID.length
 
 /** A request id: the client's (a string) or one made here (its count). */
 export type RequestId = string | number
@@ -27,31 +41,32 @@ export type RequestId = string | number
 /** The next id, as its count. */
 export function nextRequestId(): number {
   count++
-  const bytes = current
-  for (let i = bytes.length - 1; i >= PREFIX.length; i--) {
-    const c = bytes[i]
-    if (c === Z) {
-      bytes[i] = ZERO
-      continue
-    }
-    bytes[i] = c === NINE ? A : c + 1
-    return count
+  const alone = id.view
+  const led = withLead.view
+  for (let i = alone.length - 1; i >= PREFIX.length; i--) {
+    const c = alone[i]
+    const next = c === Z ? ZERO : c === NINE ? A : c + 1
+    alone[i] = next
+    led[LEAD + i] = next
+    if (c !== Z) return count
   }
   // every digit was z: one digit more, 1 followed by zeros
-  currentBuffer = new ArrayBuffer(bytes.length + 1)
-  const longer = new Uint8Array(currentBuffer)
-  longer.set(bytes.subarray(0, PREFIX.length))
-  longer.fill(ZERO, PREFIX.length)
-  longer[PREFIX.length] = DIGITS.charCodeAt(1)
-  current = longer
+  const digits = `${String.fromCharCode(ONE)}${'0'.repeat(alone.length - PREFIX.length)}`
+  id = bytesOf(PREFIX + digits)
+  withLead = bytesOf(JSON_THEN_REQUEST_ID + PREFIX + digits)
   return count
 }
 
-export function requestIdText(id: RequestId): string {
-  return typeof id === 'string' ? id : PREFIX + id.toString(36)
+export function requestIdText(value: RequestId): string {
+  return typeof value === 'string' ? value : PREFIX + value.toString(36)
 }
 
 /** What a transport writes as the x-request-id header: the newest made id's bytes (valid until the next id). */
-export function requestIdBytes(id: RequestId): string | ArrayBuffer {
-  return id === count ? currentBuffer : requestIdText(id)
+export function requestIdBytes(value: RequestId): string | ArrayBuffer {
+  return value === count ? id.buffer : requestIdText(value)
+}
+
+/** JSON_THEN_REQUEST_ID and the id's bytes when it is the newest made id (valid until the next one), else null. */
+export function jsonThenRequestId(value: RequestId | undefined): ArrayBuffer | null {
+  return value === count ? withLead.buffer : null
 }

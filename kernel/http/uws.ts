@@ -8,7 +8,7 @@ import { Readable } from 'node:stream'
 import uws from 'uWebSockets.js'
 import { AppError } from '../errors.ts'
 import type { Logger } from '../log.ts'
-import { requestIdBytes, requestIdText } from '../request-id.ts'
+import { jsonThenRequestId, requestIdBytes, requestIdText } from '../request-id.ts'
 import type { Method } from '../router.ts'
 import { JSON_HEADERS, type BodySource, type Dispatcher, type HttpExchange, type HttpResult, type Matched } from './types.ts'
 
@@ -25,6 +25,7 @@ const CONTENT_TYPE = bytes('content-type')
 const APPLICATION_JSON = bytes('application/json')
 const CONTENT_LENGTH = bytes('content-length')
 const X_REQUEST_ID = bytes('x-request-id')
+
 
 /** Paths of plain segments (no empty one, no ':' or '*'), which uWS matches as the kernel's lookup does. */
 const PLAIN_PATH = /^(\/[\w.~-]+)+$/
@@ -422,9 +423,21 @@ function write(res: uws.HttpResponse, method: Method, result: HttpResult, close:
   const { headers, body } = result
   // uWS answers 200 OK unless told otherwise: one call across to C++ fewer for most responses
   if (result.status !== 200) res.writeStatus(statusLine(result.status))
-  if (headers === JSON_HEADERS) res.writeHeader(CONTENT_TYPE, APPLICATION_JSON)
-  else for (const k in headers) if (k !== 'connection') res.writeHeader(k, headers[k])
-  if (result.requestId !== undefined) res.writeHeader(X_REQUEST_ID, requestIdBytes(result.requestId))
+  const requestId = result.requestId
+  if (headers === JSON_HEADERS) {
+    // One call for both headers when the id is the newest made one: uWS writes a header as key, ': ', value,
+    // CRLF, so the value 'application/json', CRLF, 'x-request-id: ', id puts the same bytes on the wire as two
+    // calls, with one call across to C++ (about 700 instructions) fewer. A client's id gets a call of its own.
+    const both = jsonThenRequestId(requestId)
+    if (both !== null) res.writeHeader(CONTENT_TYPE, both)
+    else {
+      res.writeHeader(CONTENT_TYPE, APPLICATION_JSON)
+      if (requestId !== undefined) res.writeHeader(X_REQUEST_ID, requestIdBytes(requestId))
+    }
+  } else {
+    for (const k in headers) if (k !== 'connection') res.writeHeader(k, headers[k])
+    if (requestId !== undefined) res.writeHeader(X_REQUEST_ID, requestIdBytes(requestId))
+  }
   // This build of uWS answers nothing for endWithoutBody called with any argument but a number (undefined, or a
   // second argument, included): the handler then returns unanswered and uWS ends the process. A HEAD answer that
   // must close the connection goes out with an empty body (Content-Length: 0) instead.
