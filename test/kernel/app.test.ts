@@ -1,5 +1,6 @@
 import { describe, it } from 'node:test'
 import assert from 'node:assert/strict'
+import { connect } from 'node:net'
 import { Readable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Type } from '@sinclair/typebox'
@@ -164,6 +165,50 @@ describe('kernel over HTTP (uWebSockets.js)', () => {
     assert.equal(res.headers.get('x-request-id'), 'abc-123')
     res = await fetch(`${url}/accepted`, { headers: { 'x-request-id': 'bad id with spaces' } })
     assert.notEqual(res.headers.get('x-request-id'), 'bad id with spaces')
+  })
+
+  it('answers HEAD over a socket without a body and goes on serving (this uWS build ended the process on HEAD once)', async (t) => {
+    const { app, url } = await boot([echoPlugin])
+    t.after(() => app.close())
+    for (const path of ['/created', '/accepted', '/stream', '/nowhere']) {
+      const head = await fetch(`${url}${path}`, { method: 'HEAD' })
+      const get = await fetch(`${url}${path}`)
+      assert.equal(head.status, get.status, path)
+      assert.equal(await head.text(), '', path)
+      assert.ok((await get.text()).length > 0, path)
+    }
+    assert.equal((await fetch(`${url}/created`)).status, 201, 'still serving')
+  })
+
+  it('writes one content-type and one x-request-id per JSON answer, each request its own id, on the wire', async (t) => {
+    const { app, url } = await boot([echoPlugin])
+    t.after(() => app.close())
+    const { port } = new URL(url)
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1')
+      let text = ''
+      socket.setEncoding('latin1')
+      socket.on('data', (d: string) => {
+        text += d
+        if ((text.match(/\{"ok":true\}/g) ?? []).length === 3) {
+          socket.end()
+          resolve(text)
+        }
+      })
+      socket.on('error', reject)
+      socket.write('GET /created HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(3))
+    })
+    const answers = raw.split('HTTP/1.1 ').slice(1)
+    assert.equal(answers.length, 3, raw)
+    const ids = answers.map((a) => {
+      const headers = a.slice(0, a.indexOf('\r\n\r\n')).split('\r\n').slice(1)
+      assert.deepEqual(headers.filter((h) => /^content-type:/i.test(h)), ['content-type: application/json'], a)
+      const id = headers.filter((h) => /^x-request-id:/i.test(h))
+      assert.equal(id.length, 1, a)
+      assert.match(id[0], /^x-request-id: [0-9a-z]+-[0-9a-z]+$/)
+      return id[0]
+    })
+    assert.equal(new Set(ids).size, 3, ids.join(', '))
   })
 
   it('streams responses', async (t) => {
