@@ -24,15 +24,16 @@ let count = 0
  * ArrayBuffer is kept beside its view: reading a small Uint8Array's .buffer goes through V8's runtime every time.
  * New buffers, one byte longer, when the count gains a digit.
  */
-interface Bytes { buffer: ArrayBuffer; view: Uint8Array }
-const bytesOf = (text: string): Bytes => {
+export interface Bytes { buffer: ArrayBuffer; view: Uint8Array }
+/** A string of one-byte characters as bytes in an ArrayBuffer of its own (no shared pool slab). */
+export const asciiBytes = (text: string): Bytes => {
   const buffer = new ArrayBuffer(text.length)
   const view = new Uint8Array(buffer)
   for (let i = 0; i < text.length; i++) view[i] = text.charCodeAt(i)
   return { buffer, view }
 }
-let id = bytesOf(`${PREFIX}0`)
-let withLead = bytesOf(`${JSON_THEN_REQUEST_ID}${PREFIX}0`)
+let id = asciiBytes(`${PREFIX}0`)
+let withLead = asciiBytes(`${JSON_THEN_REQUEST_ID}${PREFIX}0`)
 const LEAD = JSON_THEN_REQUEST_ID.length
 
 /** A request id: the client's (a string) or one made here (its count). */
@@ -52,8 +53,8 @@ export function nextRequestId(): number {
   }
   // every digit was z: one digit more, 1 followed by zeros
   const digits = `${String.fromCharCode(ONE)}${'0'.repeat(alone.length - PREFIX.length)}`
-  id = bytesOf(PREFIX + digits)
-  withLead = bytesOf(JSON_THEN_REQUEST_ID + PREFIX + digits)
+  id = asciiBytes(PREFIX + digits)
+  withLead = asciiBytes(JSON_THEN_REQUEST_ID + PREFIX + digits)
   return count
 }
 

@@ -8,7 +8,7 @@ import { Readable } from 'node:stream'
 import uws from 'uWebSockets.js'
 import { AppError } from '../errors.ts'
 import type { Logger } from '../log.ts'
-import { jsonThenRequestId, requestIdBytes, requestIdText } from '../request-id.ts'
+import { asciiBytes, jsonThenRequestId, requestIdBytes, requestIdText } from '../request-id.ts'
 import type { Method } from '../router.ts'
 import { JSON_HEADERS, type BodySource, type Dispatcher, type HttpExchange, type HttpResult, type Matched } from './types.ts'
 
@@ -16,16 +16,11 @@ import { JSON_HEADERS, type BodySource, type Dispatcher, type HttpExchange, type
  * Header names and values uWS is given on every request, as bytes: uWS converts a string argument to UTF-8 in a
  * buffer it allocates and frees per call (about 500 instructions a string), and reads an ArrayBuffer in place.
  */
-const bytes = (s: string): ArrayBuffer => {
-  const out = new Uint8Array(s.length)
-  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i)
-  return out.buffer
-}
+const bytes = (s: string): ArrayBuffer => asciiBytes(s).buffer
 const CONTENT_TYPE = bytes('content-type')
 const APPLICATION_JSON = bytes('application/json')
 const CONTENT_LENGTH = bytes('content-length')
 const X_REQUEST_ID = bytes('x-request-id')
-
 
 /** Paths of plain segments (no empty one, no ':' or '*'), which uWS matches as the kernel's lookup does. */
 const PLAIN_PATH = /^(\/[\w.~-]+)+$/
@@ -86,24 +81,22 @@ export function listenUws(dispatcher: Dispatcher, opts: { host: string; port: nu
   }
   // One handler per method, so that the method is known without asking uWS for its name (a string per request);
   // any other method goes through the catch-all, which asks.
-  app.get('/*', (res, req) => serve(res, req, 'GET', null, null))
-  app.post('/*', (res, req) => serve(res, req, 'POST', null, null))
-  app.put('/*', (res, req) => serve(res, req, 'PUT', null, null))
-  app.patch('/*', (res, req) => serve(res, req, 'PATCH', null, null))
-  app.del('/*', (res, req) => serve(res, req, 'DELETE', null, null))
-  app.head('/*', (res, req) => serve(res, req, 'HEAD', null, null))
+  type Handler = (res: uws.HttpResponse, req: uws.HttpRequest) => void
+  const on: Partial<Record<Method, (path: string, handler: Handler) => void>> = {
+    GET: (p, h) => app.get(p, h), POST: (p, h) => app.post(p, h), PUT: (p, h) => app.put(p, h),
+    PATCH: (p, h) => app.patch(p, h), DELETE: (p, h) => app.del(p, h), HEAD: (p, h) => app.head(p, h),
+  }
+  for (const [method, register] of Object.entries(on) as [Method, (path: string, handler: Handler) => void][]) {
+    register('/*', (res, req) => serve(res, req, method, null, null))
+  }
   app.any('/*', (res, req) => serve(res, req, methodOf(req.getMethod()), null, null))
   // A route without parameters is routed by uWS itself, to a handler that knows its match: no lookup, and the
   // path is not asked for (uWS compares the raw path exactly, as the kernel's lookup of such a route does).
   // Only plain paths: uWS gives ':' and '*' a meaning, and its handling of empty segments is its own.
   for (const { method, path, matched } of dispatcher.statics) {
-    if (!PLAIN_PATH.test(path)) continue
-    const handler = (res: uws.HttpResponse, req: uws.HttpRequest) => serve(res, req, method, path, matched)
-    if (method === 'GET') app.get(path, handler)
-    else if (method === 'POST') app.post(path, handler)
-    else if (method === 'PUT') app.put(path, handler)
-    else if (method === 'PATCH') app.patch(path, handler)
-    else if (method === 'DELETE') app.del(path, handler)
+    // HEAD stays with the kernel's router, which answers it for GET routes too
+    if (method === 'HEAD' || !PLAIN_PATH.test(path)) continue
+    on[method]?.(path, (res, req) => serve(res, req, method, path, matched))
   }
 
   const handle = (ex: UwsExchange, known: Matched | null): void => {
