@@ -27,6 +27,8 @@ export class ImportHold {
   readonly token = randomUUID()
   private timer: NodeJS.Timeout | null = null
   private lost = false
+  /** Taken or created by this import: only then is there a hold to release. */
+  private held = false
 
   constructor(private readonly sql: SqlRunner, readonly kbId: string, private readonly log: Logger) {}
 
@@ -54,6 +56,7 @@ export class ImportHold {
 
   /** Starts renewing a hold taken by the import's own insert. */
   start(): void {
+    this.held = true
     this.timer ??= setInterval(() => void this.renew(), RENEW_MS).unref()
   }
 
@@ -86,6 +89,8 @@ export class ImportHold {
   async release(): Promise<void> {
     if (this.timer) clearInterval(this.timer)
     this.timer = null
+    if (!this.held) return
+    this.held = false
     await this.sql.query('UPDATE kb_transfers SET holder = NULL, held_until = NULL WHERE kb_id = $1 AND holder = $2', [this.kbId, this.token])
   }
 }

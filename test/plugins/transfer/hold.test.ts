@@ -5,7 +5,7 @@ import assert from 'node:assert/strict'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { describe, it } from 'node:test'
+import { describe, it, type TestContext } from 'node:test'
 import { createPgliteSql } from '../../../adapters/metadata/pglite.ts'
 import { createPostgresSql } from '../../../adapters/metadata/postgres.ts'
 import { migrate } from '../../../adapters/metadata/migrate.ts'
@@ -23,11 +23,17 @@ async function transferRow(sql: Sql, kbId: string): Promise<void> {
 }
 
 function holdCases(open: () => Promise<{ sql: Sql; done: () => Promise<void> }>): void {
-  it('a second taker waits until the first releases, then holds the KB', async (t) => {
+  /** A migrated database, closed after the test, with a KB whose import is running. */
+  const withKb = async (t: TestContext, kbId: string): Promise<Sql> => {
     const { sql, done } = await open()
     t.after(done)
     await migrate(sql)
-    await transferRow(sql, 'k1')
+    await transferRow(sql, kbId)
+    return sql
+  }
+
+  it('a second taker waits until the first releases, then holds the KB', async (t) => {
+    const sql = await withKb(t, 'k1')
     const a = new ImportHold(sql, 'k1', log)
     const b = new ImportHold(sql, 'k1', log)
     assert.equal(await a.take(), true)
@@ -47,10 +53,7 @@ function holdCases(open: () => Promise<{ sql: Sql; done: () => Promise<void> }>)
   })
 
   it('a hold that ran out is taken over; the old holder\'s next write fails and writes nothing', async (t) => {
-    const { sql, done } = await open()
-    t.after(done)
-    await migrate(sql)
-    await transferRow(sql, 'k2')
+    const sql = await withKb(t, 'k2')
     const dead = new ImportHold(sql, 'k2', log)
     assert.equal(await dead.take(), true)
     await dead.release().catch(() => {})
@@ -65,10 +68,7 @@ function holdCases(open: () => Promise<{ sql: Sql; done: () => Promise<void> }>)
   })
 
   it('a KB deleted while a taker waits ends the wait with false; an abort ends it with the abort', async (t) => {
-    const { sql, done } = await open()
-    t.after(done)
-    await migrate(sql)
-    await transferRow(sql, 'k3')
+    const sql = await withKb(t, 'k3')
     const a = new ImportHold(sql, 'k3', log)
     assert.equal(await a.take(), true)
     const waiting = new ImportHold(sql, 'k3', log).take()
