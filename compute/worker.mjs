@@ -6,6 +6,9 @@
 // parser plugin written in TypeScript gets tsx registered when it is loaded (TSX_HOOK, compute/parse/registry.ts).
 import { parentPort } from 'node:worker_threads'
 import { move, transferableSymbol, valueSymbol, workerData } from 'piscina'
+import { nameThread } from '../kernel/thread-name.mjs'
+
+nameThread('quarry-compute')
 
 /** @type {string | null} */
 const compiled = workerData?.compiledTasks ?? null

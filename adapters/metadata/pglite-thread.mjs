@@ -4,16 +4,18 @@
 // declares the messages' types (Request, Reply, SerializedError).
 //
 // Plain JavaScript, started with no TypeScript hooks: registering tsx in this thread cost the process 50-60 MB
-// of RSS (an idle service: 378-393 MB with it, 327-345 without). So this file and codecs.mjs, all it imports of
-// ours, need no transpiling.
+// of RSS (an idle service: 378-393 MB with it, 327-345 without). So this file and what it imports of ours (codecs.mjs,
+// kernel/thread-name.mjs) need no transpiling.
 import { parentPort, workerData } from 'node:worker_threads'
 import { PGlite, parse, protocol } from '@electric-sql/pglite'
+import { nameThread } from '../../kernel/thread-name.mjs'
 import { OID, parseInt8, parseTimestamp } from './codecs.mjs'
 
 const port = parentPort
 // Run as a process (`node pglite-thread.mjs <dir>`), this file only creates the database in a new folder and exits:
 // pglite.ts does that before it starts the thread (see createPgliteSql).
 const initOnly = port === null
+if (!initOnly) nameThread('quarry-metadata')
 /** @type {string | undefined} */
 const dir = initOnly ? process.argv[2] : workerData.dir
 

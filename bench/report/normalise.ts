@@ -221,6 +221,15 @@ function ingest(raw: unknown): Normalised {
     { unit: 'ms', higher_is_better: false, baseline_name: "the sequential script's", target: T.cpu_per_document_vs_script_max, target_of: 'factor' })
   if (num(raw, 'results.cpu_ms_per_doc_by_thread.main') !== undefined) {
     add('CPU ms per document, service main thread', num(raw, 'results.cpu_ms_per_doc_by_thread.main'), null, { unit: 'ms', higher_is_better: false, tracked: false })
+    // By role, where the threads were named (kernel/thread-name.mjs): the pool's workers summed, PGlite's thread, the rest.
+    const compute = at(raw, 'results.cpu_ms_per_doc_by_thread.compute')
+    if (Array.isArray(compute) && compute.length > 0) {
+      add('CPU ms per document, compute pool', round(compute.reduce((a: number, b: unknown) => a + Number(b), 0), 2), null, { unit: 'ms', higher_is_better: false, tracked: false })
+    }
+    const metadata = num(raw, 'results.cpu_ms_per_doc_by_thread.metadata')
+    if (metadata !== undefined && metadata > 0) add('CPU ms per document, metadata thread (PGlite)', metadata, null, { unit: 'ms', higher_is_better: false, tracked: false })
+    const rest = num(raw, 'results.cpu_ms_per_doc_by_thread.other')
+    if (rest !== undefined && Array.isArray(compute) && compute.length > 0) add("CPU ms per document, V8's helper threads and libuv's pool", rest, null, { unit: 'ms', higher_is_better: false, tracked: false })
     const others = at(raw, 'results.cpu_ms_per_doc_by_thread.others')
     if (Array.isArray(others) && others.length > 0) notes.push(`CPU ms per document of the service's other threads, busiest first: ${others.join(', ')}`)
   }
