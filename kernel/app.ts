@@ -19,6 +19,9 @@ import { telemetry } from './telemetry.ts'
 
 interface CompiledRoute {
   info: RouteInfo
+  /** JSON bodies seen, by their text: parsed and validated (see jsonBody). */
+  bodies: Map<string, unknown>
+  bodyChars: number
   /** The fixed-format ids among the path's parameters, in path order (kb_id is checked before doc_id). */
   ids: [string, PathIdFormat][]
   params?: CompiledSchema<TSchema>
@@ -148,6 +151,8 @@ export async function createApp(opts: AppOptions): Promise<App> {
       query: spec.query ? compile(spec.query) : undefined,
       body: spec.body ? compile(spec.body) : undefined,
       handler: spec.handler as CompiledRoute['handler'],
+      bodies: new Map(),
+      bodyChars: 0,
     }
     router.add(spec.method, routerPath, compiled)
     if (!/\/[:*]/.test(routerPath)) staticRoutes.push({ method: spec.method, path: routerPath, route: compiled })
@@ -327,10 +332,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
     try {
       if (route.params) req.params = route.params.parse(rawParams, 'path')
       if (route.query || ex.rawQuery) req.query = parseQuery(ex.rawQuery, route.query)
-      if (info.bodyKind === 'json') {
-        req.body = parseJsonBody(ex.bodyBytes!, route.body !== undefined)
-        if (route.body) req.body = route.body.parse(req.body, 'body')
-      }
+      if (info.bodyKind === 'json') req.body = jsonBody(route, ex.bodyBytes!)
       const out = route.handler(req as never)
       if (out instanceof Promise) {
         return out.then((v) => finished(toResult(v, info.status), id, ex, route, started), (err) => finished(failure(err, id, ex), id, ex, route, started))
@@ -351,9 +353,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
       if (route.params) req.params = route.params.parse(req.params, 'path')
       if (route.query || ex.rawQuery) req.query = parseQuery(ex.rawQuery, route.query)
       if (info.bodyKind === 'json') {
-        const buf = await ex.body.buffer()
-        req.body = parseJsonBody(buf, route.body !== undefined)
-        if (route.body) req.body = route.body.parse(req.body, 'body')
+        req.body = jsonBody(route, await ex.body.buffer())
       }
       for (const hook of validatedHooks) await hook(req, info)
       return toResult(await route.handler(req as never), info.status)
@@ -365,7 +365,9 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const toResult = (out: unknown, status: number): HttpResult => {
     if (out instanceof Reply) {
       if (out.kind === 'json') return jsonResult(out.status, out.body, Object.keys(out.headers).length > 0 ? out.headers : undefined)
-      return { status: out.status, headers: { ...out.headers }, body: out.body as string | Uint8Array | Readable }
+      // A frozen object (constant headers) is handed on as it is: nothing can change it, and the transport keeps its
+      // bytes made once (kernel/http/uws.ts headerBlock).
+      return { status: out.status, headers: Object.isFrozen(out.headers) ? out.headers : { ...out.headers }, body: out.body as string | Uint8Array | Readable }
     }
     return jsonResult(out === undefined ? 204 : status, out)
   }
@@ -472,14 +474,65 @@ class KernelRequest implements Request<any, any, any> {
   }
 }
 
-function parseJsonBody(buf: Buffer, required: boolean): unknown {
-  if (buf.length === 0) {
+/** Bodies of at most this many bytes are remembered; a route's memo is emptied past MEMO_CHARS of their text. */
+const MEMO_BODY_BYTES = 8 * 1024
+const MEMO_CHARS = 1024 * 1024
+
+/**
+ * A route's JSON body, parsed and validated. A body already seen (the same text: the same bytes, or bytes that
+ * decode to the same text) is not parsed or validated again, both being functions of the text alone: its
+ * validated value is kept and each request gets a copy of its own (handlers and hooks may change theirs, as
+ * the access hook narrows kb_ids). Only bodies that passed are kept; a refused one is refused again each time.
+ */
+function jsonBody(route: CompiledRoute, buf: Buffer): unknown {
+  if (buf.length === 0 || buf.length > MEMO_BODY_BYTES) return validBody(route, buf.length === 0 ? '' : buf.toString())
+  // UTF-8; no argument, because Buffer's toString() then decodes at once, without looking the encoding up
+  const text = buf.toString()
+  const memo = route.bodies
+  const seen = memo.get(text)
+  if (seen !== undefined) return copyJson(seen)
+  const value = validBody(route, text)
+  if (value === undefined) return value
+  if (route.bodyChars + text.length > MEMO_CHARS) {
+    memo.clear()
+    route.bodyChars = 0
+  }
+  memo.set(text, copyJson(value))
+  route.bodyChars += text.length
+  return value
+}
+
+function validBody(route: CompiledRoute, text: string): unknown {
+  const value = parseJsonBody(text, route.body !== undefined)
+  return route.body ? route.body.parse(value, 'body') : value
+}
+
+/** A parsed JSON value's own copy: objects and arrays copied all the way down, strings and numbers shared. */
+function copyJson(v: unknown): unknown {
+  if (typeof v !== 'object' || v === null) return v
+  if (Array.isArray(v)) {
+    const out = v.slice()
+    for (let i = 0; i < out.length; i++) {
+      const x = out[i]
+      if (typeof x === 'object' && x !== null) out[i] = copyJson(x)
+    }
+    return out
+  }
+  // a spread copies the object's shape at once; only the values that are objects need more
+  const out: Record<string, unknown> = { ...(v as Record<string, unknown>) }
+  for (const k in out) {
+    const x = out[k]
+    if (typeof x === 'object' && x !== null) out[k] = copyJson(x)
+  }
+  return out
+}
+
+function parseJsonBody(text: string, required: boolean): unknown {
+  if (text.length === 0) {
     if (required) throw new ValidationError([{ loc: ['body'], msg: 'Field required', type: 'missing' }])
     return undefined
   }
   let value: unknown
-  // UTF-8; no argument, because Buffer's toString() then decodes at once, without looking the encoding up
-  const text = buf.toString()
   try {
     value = JSON.parse(text)
   } catch (err) {

@@ -49,6 +49,8 @@ const counted = (s: string) => `${s.length}:${s}`
  * computed.
  */
 export function cacheKey(fingerprint: string, p: SearchPlan): string {
+  const again = p.filter === undefined ? seenKey(fingerprint, p) : undefined
+  if (again !== undefined) return again
   const o = p.opts
   let text = `${counted(fingerprint)}|${counted(p.query)}|${counted(o.mode)}${o.top_k},${o.alpha},${o.min_score},${o.rerank ? 1 : 0},${o.rerank_top_n}|${p.kbIds.length}`
   // The merge settings only: the per-KB cache entries also carry when they were read.
@@ -67,7 +69,59 @@ export function cacheKey(fingerprint: string, p: SearchPlan): string {
     keys.set(text, key)
     keyChars += text.length
   }
+  if (p.filter === undefined) remember(fingerprint, p, key)
   return key
+}
+
+/**
+ * Plans without a filter whose keys were made, by query, with their fields: a plan that repeats one field for field
+ * gets its key without a text being built and hashed (the query's hash is kept in the string, which a repeated
+ * request body shares: kernel/app.ts jsonBody). Equal fields make the same text, so the same key; anything else
+ * goes the way above. A field added to the key's text must be compared in sameFields too.
+ */
+interface SeenPlan {
+  fingerprint: string
+  kbIds: readonly string[]
+  opts: ResolvedOptions
+  merges: { enabled: boolean; threshold: number }[]
+  key: string
+}
+const PLANS_PER_QUERY = 8
+const plansByQuery = new Map<string, SeenPlan[]>()
+let planChars = 0
+
+function sameFields(s: SeenPlan, fingerprint: string, p: SearchPlan): boolean {
+  const a = s.opts
+  const b = p.opts
+  if (s.fingerprint !== fingerprint || s.kbIds.length !== p.kbIds.length || a.mode !== b.mode || a.top_k !== b.top_k || a.alpha !== b.alpha
+    || a.min_score !== b.min_score || a.rerank !== b.rerank || a.rerank_top_n !== b.rerank_top_n) return false
+  for (let i = 0; i < s.kbIds.length; i++) {
+    const id = p.kbIds[i]
+    if (s.kbIds[i] !== id) return false
+    const m = p.merges.get(id)!
+    if (s.merges[i].enabled !== m.enabled || s.merges[i].threshold !== m.threshold) return false
+  }
+  return true
+}
+
+function seenKey(fingerprint: string, p: SearchPlan): string | undefined {
+  const plans = plansByQuery.get(p.query)
+  if (plans !== undefined) for (const s of plans) if (sameFields(s, fingerprint, p)) return s.key
+  return undefined
+}
+
+function remember(fingerprint: string, p: SearchPlan, key: string): void {
+  if (planChars + p.query.length > KEYS_MAX_CHARS) {
+    plansByQuery.clear()
+    planChars = 0
+  }
+  let plans = plansByQuery.get(p.query)
+  if (plans === undefined) {
+    plansByQuery.set(p.query, (plans = []))
+    planChars += p.query.length
+  }
+  if (plans.length >= PLANS_PER_QUERY) plans.shift()
+  plans.push({ fingerprint, kbIds: [...p.kbIds], opts: { ...p.opts }, merges: p.kbIds.map((id) => ({ ...p.merges.get(id)! })), key })
 }
 
 /**

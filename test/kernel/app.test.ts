@@ -9,7 +9,7 @@ import { resolveSettings } from '../../kernel/config/load.ts'
 import { AppError } from '../../kernel/errors.ts'
 import { readMultipart } from '../../kernel/http/multipart.ts'
 import { createLogger } from '../../kernel/log.ts'
-import { definePlugin, reply, streamReply, type Plugin } from '../../kernel/plugin.ts'
+import { definePlugin, Reply, reply, streamReply, type Plugin } from '../../kernel/plugin.ts'
 import type { Adapters } from '../../adapters/ports.ts'
 
 // Kernel tests exercise routing, validation and the plugin loader; no plugin here touches a port.
@@ -209,6 +209,91 @@ describe('kernel over HTTP (uWebSockets.js)', () => {
       return id[0]
     })
     assert.equal(new Set(ids).size, 3, ids.join(', '))
+  })
+
+  it('writes the headers of a frozen headers object once each, for every answer that uses it, on the wire', async (t) => {
+    const CONSTANT = Object.freeze({ 'content-type': 'application/json', 'server-timing': 'cache;desc="hit"', 'x-extra': 'one' })
+    const NOT_PLAIN = Object.freeze({ 'content-type': 'application/json', 'x-name': 'caf\u00e9' })
+    const frozen = definePlugin({
+      name: 'frozen',
+      register(ctx) {
+        ctx.route({ method: 'GET', path: '/constant', summary: 'c', handler: () => new Reply(200, '{"ok":1}', CONSTANT, 'raw') })
+        ctx.route({ method: 'GET', path: '/accented', summary: 'a', handler: () => new Reply(200, '{"ok":1}', NOT_PLAIN, 'raw') })
+        ctx.route({ method: 'GET', path: '/closing', summary: 'x', handler: () => new Reply(200, '{"ok":1}', Object.freeze({ 'content-type': 'text/plain', connection: 'close' }), 'raw') })
+      },
+    })
+    const { app, url } = await boot([frozen])
+    t.after(() => app.close())
+    const { port } = new URL(url)
+    const raw = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1')
+      let text = ''
+      socket.setEncoding('latin1')
+      socket.on('data', (d: string) => {
+        text += d
+        if ((text.match(/\{"ok":1\}/g) ?? []).length === 3) {
+          socket.end()
+          resolve(text)
+        }
+      })
+      socket.on('error', reject)
+      socket.write('GET /constant HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(2) + 'GET /accented HTTP/1.1\r\nHost: x\r\n\r\n')
+    })
+    const answers = raw.split('HTTP/1.1 ').slice(1).map((a) => a.slice(0, a.indexOf('\r\n\r\n')).split('\r\n').slice(1))
+    assert.equal(answers.length, 3, raw)
+    const ids = new Set<string>()
+    for (const headers of answers.slice(0, 2)) {
+      for (const [name, value] of Object.entries(CONSTANT)) assert.deepEqual(headers.filter((h) => h.toLowerCase().startsWith(`${name}:`)), [`${name}: ${value}`], raw)
+      const id = headers.filter((h) => /^x-request-id:/i.test(h))
+      assert.equal(id.length, 1, raw)
+      ids.add(id[0])
+    }
+    assert.equal(ids.size, 2, 'each answer its own request id')
+    // a value uWS must convert (not plain ASCII) goes the usual way, as UTF-8
+    assert.ok(Buffer.from(raw, 'latin1').includes(Buffer.from('x-name: caf\u00e9', 'utf8')), raw)
+    const closing = await fetch(`${url}/closing`)
+    assert.equal(closing.headers.get('content-type'), 'text/plain')
+    assert.equal(closing.headers.get('connection'), 'close')
+    assert.equal((await app.inject({ method: 'GET', url: '/constant' })).headers['server-timing'], 'cache;desc="hit"')
+  })
+
+  it('parses and validates a JSON body seen before to the same value, each request its own copy', async (t) => {
+    const seen: unknown[] = []
+    const mutating = definePlugin({
+      name: 'mutating',
+      register(ctx) {
+        ctx.route({
+          method: 'POST', path: '/mutate', summary: 'm', body: Echo,
+          handler: (req) => {
+            seen.push(structuredClone(req.body))
+            // what a hook or handler may do to its own body (the access hook narrows kb_ids)
+            const body = req.body as { name: string; tags?: string[]; count?: number }
+            body.tags?.push('added')
+            body.name = 'changed'
+            delete body.count
+            return { ok: true }
+          },
+        })
+      },
+    })
+    const { app, url } = await boot([mutating])
+    t.after(() => app.close())
+    const text = JSON.stringify({ name: 'a', count: 3, tags: ['x', 'y'] })
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(`${url}/mutate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text })
+      assert.equal(res.status, 200)
+    }
+    assert.equal((await app.inject({ method: 'POST', url: '/mutate', body: text })).status, 200)
+    assert.deepEqual(seen, Array(4).fill({ name: 'a', count: 3, tags: ['x', 'y'] }))
+    // a refused body is refused every time, with the same issues
+    for (let i = 0; i < 2; i++) {
+      const bad = await fetch(`${url}/mutate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"a","count":11}' })
+      assert.equal(bad.status, 422)
+      assert.deepEqual(((await bad.json()) as { detail: { loc: unknown[] }[] }).detail.map((d) => d.loc), [['body', 'count']])
+    }
+    const nul = await fetch(`${url}/mutate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"a\\u0000"}' })
+    assert.equal(nul.status, 422)
+    assert.equal(seen.length, 4)
   })
 
   it('streams responses', async (t) => {
