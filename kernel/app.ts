@@ -19,7 +19,7 @@ import { telemetry } from './telemetry.ts'
 
 interface CompiledRoute {
   info: RouteInfo
-  /** JSON bodies seen, by their text: parsed and validated (see jsonBody). */
+  /** JSON bodies seen, by their text: parsed and validated (see jsonBody); bodyChars: the length of their texts. */
   bodies: Map<string, unknown>
   bodyChars: number
   /** The fixed-format ids among the path's parameters, in path order (kb_id is checked before doc_id). */
@@ -120,6 +120,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
   const router = new Router<CompiledRoute>()
   const routes: RouteInfo[] = []
   const staticRoutes: { method: Method; path: string; route: CompiledRoute }[] = []
+  const compiledRoutes: CompiledRoute[] = []
   const hooks: RequestHook[] = []
   const validatedHooks: RequestHook[] = []
   const services = new Map<string, unknown>()
@@ -154,6 +155,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
       bodies: new Map(),
       bodyChars: 0,
     }
+    compiledRoutes.push(compiled)
     router.add(spec.method, routerPath, compiled)
     if (!/\/[:*]/.test(routerPath)) staticRoutes.push({ method: spec.method, path: routerPath, route: compiled })
     routes.push(info)
@@ -392,6 +394,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
       if (closed) return
       closed = true
       await server?.close(settings.server.shutdown_grace_sec * 1000)
+      for (const r of compiledRoutes) forgetBodies(r)
       await closePlugins()
       if (ownsAdapters) await closeAdapters(adapters, log)
       log.info('closed')
@@ -474,9 +477,14 @@ class KernelRequest implements Request<any, any, any> {
   }
 }
 
-/** Bodies of at most this many bytes are remembered; a route's memo is emptied past MEMO_CHARS of their text. */
+/**
+ * Bodies of at most this many bytes are remembered; past MEMO_CHARS of their text in all (every route of every app
+ * in the process), every memo is emptied.
+ */
 const MEMO_BODY_BYTES = 8 * 1024
 const MEMO_CHARS = 1024 * 1024
+let memoChars = 0
+const memoRoutes = new Set<CompiledRoute>()
 
 /**
  * A route's JSON body, parsed and validated. A body already seen (the same text: the same bytes, or bytes that
@@ -493,13 +501,21 @@ function jsonBody(route: CompiledRoute, buf: Buffer): unknown {
   if (seen !== undefined) return copyJson(seen)
   const value = validBody(route, text)
   if (value === undefined) return value
-  if (route.bodyChars + text.length > MEMO_CHARS) {
-    memo.clear()
-    route.bodyChars = 0
+  if (memoChars + text.length > MEMO_CHARS) {
+    for (const r of memoRoutes) forgetBodies(r)
   }
   memo.set(text, copyJson(value))
+  memoRoutes.add(route)
   route.bodyChars += text.length
+  memoChars += text.length
   return value
+}
+
+function forgetBodies(route: CompiledRoute): void {
+  route.bodies.clear()
+  memoChars -= route.bodyChars
+  route.bodyChars = 0
+  memoRoutes.delete(route)
 }
 
 function validBody(route: CompiledRoute, text: string): unknown {
