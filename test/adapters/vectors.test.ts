@@ -10,11 +10,68 @@ import { createInterface } from 'node:readline'
 import { after, describe, it, type TestContext } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { createEmbeddedVectorStore, type EmbeddedVectorStore, type EmbeddedVectorStoreOptions } from '../../adapters/vectors/embedded.ts'
-import { defaultQuantization, quantizeI8, SEGMENT_ROWS } from '../../adapters/vectors/dense-index.ts'
+import { defaultQuantization, quantizeI8, rescoredRows, SEGMENT_ROWS } from '../../adapters/vectors/dense-index.ts'
 import { postingSections } from '../../adapters/vectors/snapshot.ts'
 import type { VectorFilter, VectorPoint } from '../../adapters/ports.ts'
 import { axis, cosine, DIMS, point, sparse, sparseScores, vectorStoreContract } from './vectors.contract.ts'
 import { mulberry32 as rng } from '../../bench/lib/rng.ts'
+
+describe('embedded vector store: one query over several KBs', () => {
+  it('answers each KB as if asked alone when one query array goes to KB after KB, and again after the array is rewritten', async (t) => {
+    const dir = await tempDir(t)
+    const dims = 48
+    // The graph path (i8, the default) and the exact scan: both read the query prepared for the KB before.
+    const store = await open(dir, { exactBudget: 0, dimensions: dims })
+    t.after(() => store.close())
+    const small = await open(await tempDir(t), { dimensions: dims })
+    t.after(() => small.close())
+    const kbs = ['ka', 'kb', 'kc']
+    for (const [i, kb] of kbs.entries()) {
+      await store.upsert(kb, randomPoints(kb, 400, 90 + i, dims))
+      await small.upsert(kb, randomPoints(kb, 30, 95 + i, dims))
+    }
+    await store.whenIndexed()
+    const r = rng(99)
+    const queries = Array.from({ length: 6 }, () => Float32Array.from({ length: dims }, () => r() * 2 - 1))
+    const ids = (hits: { id: string; score: number }[]) => hits.map((h) => `${h.id} ${h.score}`)
+    // Each KB alone, each query a fresh array.
+    const alone = new Map<string, string[][]>()
+    for (const s of [store, small]) {
+      for (const kb of kbs) {
+        for (const [qi, q] of queries.entries()) {
+          // Another query between two, so that none is prepared already.
+          await s.search(kb, { dense: queries[(qi + 1) % queries.length].slice(), limit: 3 })
+          const x = await s.search(kb, { dense: q.slice(), limit: 10, effort: 0.5 })
+          const y = await s.search(kb, { dense: q.slice(), limit: 10, rankOnly: true })
+          alone.set(`${s === store} ${kb} ${qi}`, [ids(x.dense), ids(y.dense)])
+        }
+      }
+    }
+    // One array for every KB in turn, rewritten in place for the next query.
+    const shared = new Float32Array(dims)
+    for (const [qi, q] of queries.entries()) {
+      shared.set(q)
+      for (const s of [store, small]) {
+        for (const kb of kbs) {
+          const x = await s.search(kb, { dense: shared, limit: 10, effort: 0.5 })
+          const y = await s.search(kb, { dense: shared, limit: 10, rankOnly: true })
+          assert.deepEqual([ids(x.dense), ids(y.dense)], alone.get(`${s === store} ${kb} ${qi}`), `${kb}, query ${qi}`)
+        }
+      }
+    }
+  })
+
+  it('rescores a share of the margin for a KB searched among several, the whole margin alone', () => {
+    assert.equal(rescoredRows(10), 20)
+    assert.equal(rescoredRows(10, 1), 20)
+    assert.equal(rescoredRows(3), 13)
+    assert.equal(rescoredRows(40), 80)
+    assert.equal(rescoredRows(10, 0.1), 11)
+    assert.equal(rescoredRows(10, 0.5), 15)
+    assert.equal(rescoredRows(21, 0.1), 24)
+    assert.equal(rescoredRows(10, 0.001), 11)
+  })
+})
 
 async function tempDir(t: TestContext | null, prefix = 'quarry-vectors-'): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), prefix))
