@@ -145,6 +145,9 @@ class PreparedQuery {
 }
 const prepared = new PreparedQuery()
 
+/** The heap of the search under way (searches are synchronous, one at a time), reused: TopK.reset. */
+const searchTop = new TopK(0)
+
 /** Rows per arena segment (a power of two): 16 MB at 1,024 dimensions. */
 export const SEGMENT_ROWS = 1 << 12
 /** Rows of a spilled segment read at once by a scan (1 MB at 1,024 dimensions). */
@@ -531,7 +534,7 @@ export class DenseIndex {
    * not rescored; rows the graph does not hold yet are still scored exactly.
    */
   search(q: Float32Array, k: number, effort = 1, subset?: RowSet, rankOnly = false): { rows: Int32Array; scores: Float64Array } {
-    const top = new TopK(k)
+    const top = searchTop.reset(k)
     if (this.liveCount === 0 || k <= 0) return top.drain()
     const d = this.dims
     // A copy that owns its buffer: usearch 2.26 exactSearch ignores a query view's byteOffset.

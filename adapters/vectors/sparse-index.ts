@@ -22,6 +22,9 @@ interface Posting {
   df: number
 }
 
+/** The heap of the search under way (searches are synchronous, one at a time), reused: TopK.reset. */
+const searchTop = new TopK(0)
+
 export const idf = (n: number, df: number): number => Math.log((n - df + 0.5) / (df + 0.5) + 1)
 
 /** The posting lists at one instant, by reference: entries past `lens` or of rows dead then are not part of it. */
@@ -289,7 +292,7 @@ export class SparseIndex {
    * the statistics, so a chunk scores the same with and without one.
    */
   search(query: SparseVector, k: number, subset?: RowSet): { rows: Int32Array; scores: Float64Array } {
-    const top = new TopK(k)
+    const top = searchTop.reset(k)
     if (this.liveCount === 0 || k <= 0) return top.drain()
     if (subset !== undefined && this.subsetIsCheaper(query, subset.count)) return this.searchRows(query, subset, top)
     this.gen = (this.gen + 1) >>> 0

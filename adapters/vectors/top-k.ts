@@ -2,15 +2,33 @@
 // everything. Typed arrays, so a search over 100k candidates allocates nothing per candidate.
 
 export class TopK {
-  readonly k: number
-  private readonly scores: Float64Array
-  private readonly rows: Int32Array
+  private _k = 0
+  private scores: Float64Array
+  private rows: Int32Array
   private size = 0
 
   constructor(k: number) {
-    this.k = Math.max(0, Math.floor(k))
-    this.scores = new Float64Array(this.k)
-    this.rows = new Int32Array(this.k)
+    this._k = Math.max(0, Math.floor(k))
+    this.scores = new Float64Array(this._k)
+    this.rows = new Int32Array(this._k)
+  }
+
+  get k(): number {
+    return this._k
+  }
+
+  /**
+   * Empties the heap for a new stream keeping the k best, its arrays reused (grown when k is larger): a search that
+   * keeps one TopK allocates only what drain() returns. Ten KBs searched at once are twenty heaps a query.
+   */
+  reset(k: number): this {
+    this._k = Math.max(0, Math.floor(k))
+    if (this.rows.length < this._k) {
+      this.scores = new Float64Array(this._k)
+      this.rows = new Int32Array(this._k)
+    }
+    this.size = 0
+    return this
   }
 
   get length(): number {
@@ -19,12 +37,12 @@ export class TopK {
 
   /** The score a candidate must beat once the heap is full (-Infinity before). */
   get floor(): number {
-    return this.size < this.k ? -Infinity : this.scores[0]
+    return this.size < this._k ? -Infinity : this.scores[0]
   }
 
   push(row: number, score: number): void {
-    if (this.k === 0) return
-    if (this.size < this.k) {
+    if (this._k === 0) return
+    if (this.size < this._k) {
       let i = this.size++
       // Sift up.
       while (i > 0) {

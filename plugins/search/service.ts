@@ -9,7 +9,7 @@ import type { Caller } from '../../kernel/plugin.ts'
 import type { Logger } from '../../kernel/log.ts'
 import { planFilter } from './filter.ts'
 import { fuseInKb, inKbFusionK, poolByRank, poolByScore, storeLimit, type Pooled, type Ranked } from './fusion.ts'
-import { autoMerge, sqlParentLoader, type MergeItem } from './merge.ts'
+import { autoMerge, sqlParentLoader } from './merge.ts'
 import { rerank } from './rerank.ts'
 import { telemetry } from '../../kernel/telemetry.ts'
 
@@ -93,6 +93,9 @@ export interface SearchTiming {
   fusion?: number
   rerank?: number
 }
+
+/** An entry of a KB's list as pooling takes it: a fused or scored hit, or a merged parent (MergeItem). */
+type KbEntry = Ranked & { merged?: boolean }
 
 export const KB_IDS_REQUIRED = 'kb_ids must contain at least one entry.'
 
@@ -190,7 +193,7 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
       hits = await vectors.search(kbId, { dense, sparse, limit, effort, filter, rankOnly: opts.mode === 'hybrid' })
     } catch (err) {
       // A KB deleted while being searched contributes nothing; a store that is down is still an error.
-      if (err instanceof AppError && err.status === 404) return { ranked: [] as MergeItem[], candidates: 0 }
+      if (err instanceof AppError && err.status === 404) return { ranked: [] as KbEntry[], candidates: 0 }
       throw err
     }
     let ranked: Ranked[]
@@ -204,10 +207,11 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
       ranked = hits.dense.map((hit) => ({ hit, score: hit.score }))
       candidates = ranked.length
     }
-    // Payloads are read here only when auto-merge is on; otherwise only for the pooled results.
-    const merged: MergeItem[] = merge.enabled && ranked.some((x) => x.hit.payload.parent_chunk_id !== null)
+    // Payloads are read here only when auto-merge is on; otherwise only for the pooled results. A list that was not
+    // merged goes to pooling as it is (pooling reads a missing `merged` as false).
+    const merged: KbEntry[] = merge.enabled && ranked.some((x) => x.hit.payload.parent_chunk_id !== null)
       ? await autoMerge(ranked, merge.threshold, loadParents)
-      : ranked.map((x) => ({ hit: x.hit, score: x.score, merged: false }))
+      : ranked
     return { ranked: merged, candidates }
   }
 
