@@ -31,6 +31,15 @@ export function createMemorySearchCache(options: MemorySearchCacheOptions): Sear
   let bytes = 0
 
   const entryKey = (key: string, v: readonly string[]) => `${key}|${v.join('.')}`
+  // The entry key last made for a key, with the KB versions it was made at: a repeated lookup (a cache hit's common
+  // case) reuses it while those versions hold, instead of building and hashing a new string (about 7k instructions
+  // of a 62k-instruction cached search under callgrind). Emptied when it reaches twice maxEntries.
+  const madeKeys = new Map<string, { nums: number[]; v: string[]; k: string }>()
+  const sameVersions = (nums: readonly number[], kbIds: readonly string[]) => {
+    if (nums.length !== kbIds.length) return false
+    for (let i = 0; i < nums.length; i++) if (versions.get(kbIds[i]) !== nums[i]) return false
+    return true
+  }
   const size = (e: Entry) => e.value.length * 2
   const drop = (k: string, e: Entry) => {
     entries.delete(k)
@@ -40,13 +49,25 @@ export function createMemorySearchCache(options: MemorySearchCacheOptions): Sear
   return {
     name: 'memory',
     async lookup(key, kbIds) {
-      const v: string[] = []
-      for (const id of kbIds) {
-        const n = versions.get(id)
-        if (n === undefined) return { versions: null, value: null }
-        v.push(String(n))
+      const made = madeKeys.get(key)
+      let v: string[]
+      let k: string
+      if (made !== undefined && sameVersions(made.nums, kbIds)) {
+        v = made.v.slice()
+        k = made.k
+      } else {
+        v = []
+        const nums: number[] = []
+        for (const id of kbIds) {
+          const n = versions.get(id)
+          if (n === undefined) return { versions: null, value: null }
+          v.push(String(n))
+          nums.push(n)
+        }
+        k = entryKey(key, v)
+        if (madeKeys.size >= 2 * maxEntries) madeKeys.clear()
+        madeKeys.set(key, { nums, v: v.slice(), k })
       }
-      const k = entryKey(key, v)
       const e = entries.get(k)
       if (!e) return { versions: v, value: null }
       if (e.expires <= now()) {
@@ -87,6 +108,7 @@ export function createMemorySearchCache(options: MemorySearchCacheOptions): Sear
     },
     async close() {
       entries.clear()
+      madeKeys.clear()
       bytes = 0
     },
   }
