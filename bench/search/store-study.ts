@@ -6,6 +6,7 @@
 //   npx tsx bench/search/store-study.ts --data=<dir> [--queries=200] [--rounds=5] [--mode=hybrid,similarity]
 //       [--recall=100] (queries whose dense recall@10 is measured; 0: none)
 //       [--layout=1kb,10kb] [--ctl=1] (0: --count without callgrind_control, e.g. under node --cpu-prof)
+//       [--service] (the search service in process, its answer JSON.stringify'd, instead of the store alone)
 //       [--count=N] (instruction counting: N searches per case and layout, no timing rounds; run it under
 //        valgrind --tool=callgrind twice with two N and take the difference, see docs/benchmarks.md)
 //
@@ -19,7 +20,13 @@ import type { VectorStore } from '../../adapters/ports.ts'
 import { encodeQuery } from '../../compute/text/sparse.ts'
 import { resolveSettings } from '../../kernel/config/load.ts'
 import { inKbFusionK, storeLimit } from '../../plugins/search/fusion.ts'
-import { readSearchData } from './build-data.ts'
+import { readSearchData, registerSearchDocuments } from './build-data.ts'
+import { gateCache } from './cache-gate.ts'
+import { createAdapters } from '../../adapters/index.ts'
+import { createApp, type App } from '../../kernel/app.ts'
+import { createLogger } from '../../kernel/log.ts'
+import { defaultPlugins } from '../../kernel/plugins.ts'
+import type { SearchService } from '../../plugins/search/service.ts'
 
 const arg = (name: string, fallback: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3) ?? fallback
 const dataDir = arg('data', '')
@@ -40,7 +47,29 @@ const data = await readSearchData({ dataDir, chunks, dimensions: DIMS, splits: 1
 if (data === null) throw new Error(`no search bench data of ${chunks} chunks in ${dataDir}`)
 const { settings } = resolveSettings({ data_dir: dataDir, logging: { level: 'ERROR' }, embedding: { vector_size: DIMS } })
 const fusionK = inKbFusionK(settings.retrieval.hybrid)
-const store: VectorStore & { whenIndexed(kb?: string): Promise<void> } = await createEmbeddedVectorStore({ dir: join(dataDir, 'vectors'), dimensions: DIMS, snapshotOnClose: false })
+/**
+ * --service: the search service in this process (plugins/search/service.ts, as the bench's in-process path calls it:
+ * embedding, store, fusion, results and JSON.stringify of the answer) instead of the store alone.
+ */
+const SERVICE = process.argv.includes('--service')
+let service: SearchService | undefined
+let app: App | undefined
+let store: VectorStore & { whenIndexed(kb?: string): Promise<void> }
+if (SERVICE) {
+  const { settings: s } = resolveSettings({
+    data_dir: dataDir, logging: { level: 'ERROR' }, embedding: { vector_size: DIMS },
+    knowledge_bases: [data.kbs.one, ...data.kbs.split].map((id) => ({ id })),
+  })
+  const log = createLogger('ERROR')
+  const adapters = await createAdapters(s, log)
+  await registerSearchDocuments(adapters, data)
+  adapters.searchCache = gateCache(adapters.searchCache)
+  app = await createApp({ settings: s, plugins: defaultPlugins(), log, adapters })
+  service = app.use<SearchService>('search')
+  store = adapters.vectors as typeof store
+} else {
+  store = await createEmbeddedVectorStore({ dir: join(dataDir, 'vectors'), dimensions: DIMS, snapshotOnClose: false })
+}
 const split = data.kbs.split
 const one = data.kbs.one
 for (const kb of [one, ...split]) await store.whenIndexed(kb)
@@ -54,6 +83,11 @@ const qDense = queries.map((_, i) => dense.subarray(i * DIMS, (i + 1) * DIMS))
 const qSparse = queries.map((q) => encodeQuery(q))
 
 async function once(mode: 'hybrid' | 'similarity', layout: '1kb' | '10kb', q: number) {
+  if (service !== undefined) {
+    const out = await service.search({ query: queries[q], kb_ids: layout === '1kb' ? [one] : split, options: { mode, top_k: TOP_K } })
+    JSON.stringify(out)
+    return []
+  }
   const sparse = mode === 'hybrid' ? qSparse[q] : undefined
   const rankOnly = mode === 'hybrid'
   if (layout === '1kb') return [await store.search(one, { dense: qDense[q], sparse, limit: storeLimit(mode, TOP_K, fusionK), rankOnly })]
@@ -80,7 +114,7 @@ if (COUNT > 0) {
     }
   }
   ctl('-i', 'off')
-  await store.close()
+  await (app !== undefined ? app.close() : store.close())
   process.exit(0)
 }
 
