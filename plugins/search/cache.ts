@@ -211,7 +211,8 @@ export function createCachedSearch(service: SearchService, cache: SearchCache, f
 
   const searchBody = async (input: SearchInput, timing?: SearchTiming): Promise<string | Uint8Array> => {
     const started = performance.now()
-    const plan = await service.plan(input)
+    // Without a promise turn when the plan needs no look-up (service.planNow), as on most cache hits.
+    const plan = service.planNow(input) ?? await service.plan(input)
     const key = cacheKey(fingerprint, plan)
     let versions: string[] | null = null
     // No KB left (tags matched none): nothing to look up, and Redis refuses a lookup of no keys.

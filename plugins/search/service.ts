@@ -7,7 +7,7 @@ import type { Settings } from '../../kernel/config/schema.ts'
 import { AppError, ValidationError } from '../../kernel/errors.ts'
 import type { Caller } from '../../kernel/plugin.ts'
 import type { Logger } from '../../kernel/log.ts'
-import { planFilter } from './filter.ts'
+import { planFilter, resolveFilter } from './filter.ts'
 import { fuseInKb, inKbFusionK, poolByRank, poolByScore, storeLimit, type Pooled, type Ranked } from './fusion.ts'
 import { autoMerge, sqlParentLoader } from './merge.ts'
 import { rerank } from './rerank.ts'
@@ -215,6 +215,29 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
     return { ranked: merged, candidates }
   }
 
+  /**
+   * plan() without waiting, where it needs nothing it must wait for: no tags in the filter (tags choose KBs through
+   * the metadata store) and every KB's merge settings read within MERGE_TTL_MS. Null otherwise: then plan(). The
+   * same plan as plan() gives; a cache hit then reaches its lookup without the three promise turns plan() takes.
+   */
+  function planNow(input: SearchInput): SearchPlan | null {
+    const filterInput = input.options?.filter
+    if (filterInput?.tags !== undefined) return null
+    const kbIds = [...new Set(input.kb_ids ?? [])]
+    if (kbIds.length === 0) throw new AppError('KB_IDS_REQUIRED', 422, KB_IDS_REQUIRED)
+    const query = input.query
+    if (query.trim().length === 0) throw new ValidationError([{ loc: ['body', 'query'], msg: 'query must not be blank', type: 'string_too_short' }])
+    const now = Date.now()
+    const merges = new Map<string, { enabled: boolean; threshold: number }>()
+    for (const id of kbIds) {
+      const m = mergeCache.get(id)
+      if (m === undefined || m.at < now - MERGE_TTL_MS) return null
+      merges.set(id, m)
+    }
+    const opts = resolveOptions(input.options, r)
+    return { query, kbIds, opts, merges, filter: resolveFilter(filterInput).vector }
+  }
+
   /** Validation, options and per-KB settings: what the answer depends on besides the KBs' data. */
   async function plan(input: SearchInput): Promise<SearchPlan> {
     const kbIds = [...new Set(input.kb_ids ?? [])]
@@ -300,6 +323,7 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
   return {
     resolveOptions: (o?: Record<string, any>) => resolveOptions(o, r),
     plan,
+    planNow,
     run,
 
     /** A search without the cache (MCP tools; the HTTP route goes through cache.ts). */
