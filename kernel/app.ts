@@ -19,6 +19,8 @@ import { telemetry } from './telemetry.ts'
 
 interface CompiledRoute {
   info: RouteInfo
+  /** RouteSpec.repeatBodies: its JSON bodies are kept, parsed and validated (see jsonBody). */
+  memo: boolean
   /** JSON bodies seen, by their text: parsed and validated (see jsonBody); bodyChars: the length of their texts. */
   bodies: Map<string, unknown>
   bodyChars: number
@@ -152,6 +154,7 @@ export async function createApp(opts: AppOptions): Promise<App> {
       query: spec.query ? compile(spec.query) : undefined,
       body: spec.body ? compile(spec.body) : undefined,
       handler: spec.handler as CompiledRoute['handler'],
+      memo: spec.repeatBodies === true,
       bodies: new Map(),
       bodyChars: 0,
     }
@@ -487,13 +490,14 @@ let memoChars = 0
 const memoRoutes = new Set<CompiledRoute>()
 
 /**
- * A route's JSON body, parsed and validated. A body already seen (the same text: the same bytes, or bytes that
- * decode to the same text) is not parsed or validated again, both being functions of the text alone: its
- * validated value is kept and each request gets a copy of its own (handlers and hooks may change theirs, as
- * the access hook narrows kb_ids). Only bodies that passed are kept; a refused one is refused again each time.
+ * A route's JSON body, parsed and validated. On a route that asks for it (RouteSpec.repeatBodies), a body already
+ * seen (the same text: the same bytes, or bytes that decode to the same text) is not parsed or validated again, both
+ * being functions of the text alone: its validated value is kept and each request gets a copy of its own (handlers
+ * and hooks may change theirs, as the access hook narrows kb_ids). Only bodies that passed are kept; a refused one is
+ * refused again each time.
  */
 function jsonBody(route: CompiledRoute, buf: Buffer): unknown {
-  if (buf.length === 0 || buf.length > MEMO_BODY_BYTES) return validBody(route, buf.length === 0 ? '' : buf.toString())
+  if (!route.memo || buf.length === 0 || buf.length > MEMO_BODY_BYTES) return validBody(route, buf.length === 0 ? '' : buf.toString())
   // UTF-8; no argument, because Buffer's toString() then decodes at once, without looking the encoding up
   const text = buf.toString()
   const memo = route.bodies

@@ -76,6 +76,12 @@ export interface RouteSpec<P extends TSchema | undefined = undefined, Q extends 
   body?: B
   /** Default: 'json' when a body schema is given, else 'none'. */
   bodyKind?: BodyKind
+  /**
+   * JSON bodies this route's clients send again and again (searches repeated by many clients): the kernel keeps each
+   * body it validated, by its text, and a repeat gets its own copy without JSON.parse or validation (kernel/app.ts
+   * jsonBody). Default false: a route whose bodies do not repeat would only pay for keeping them.
+   */
+  repeatBodies?: boolean
   /** Success status when the handler returns a plain value. Default 200. */
   status?: number
   responses?: Record<number, ResponseSpec>

@@ -53,6 +53,8 @@ export default definePlugin<SearchService>({
     ctx.route({
       method: 'POST', path: '/api/search', summary: 'Search one or many knowledge bases (hybrid or similarity)', tags: ['search'],
       body: SearchBody, access: { level: 'viewer', kb: { from: 'body', name: 'kb_ids', filter: true } },
+      // Clients repeat searches (what the cache is for): their bodies are kept parsed and validated by the kernel.
+      repeatBodies: true,
       description: '[ENT] KBs of kb_ids the caller cannot read are dropped; none left: 200 with no results (kb_ids empty or missing: 422). '
         + 'The Server-Timing header splits the time: cache (hit or miss), embed, kb (one per KB searched, desc = kb_id), fusion, rerank (ms).',
       responses: { 200: { description: 'Results and meta', schema: SearchResponse }, 422: { description: 'kb_ids empty, or a bad query or option', schema: ErrorResponse } },

@@ -257,13 +257,13 @@ describe('kernel over HTTP (uWebSockets.js)', () => {
     assert.equal((await app.inject({ method: 'GET', url: '/constant' })).headers['server-timing'], 'cache;desc="hit"')
   })
 
-  it('parses and validates a JSON body seen before to the same value, each request its own copy', async (t) => {
+  it('parses and validates a JSON body seen before to the same value, each request its own copy (repeatBodies)', async (t) => {
     const seen: unknown[] = []
     const mutating = definePlugin({
       name: 'mutating',
       register(ctx) {
         ctx.route({
-          method: 'POST', path: '/mutate', summary: 'm', body: Echo,
+          method: 'POST', path: '/mutate', summary: 'm', body: Echo, repeatBodies: true,
           handler: (req) => {
             seen.push(structuredClone(req.body))
             // what a hook or handler may do to its own body (the access hook narrows kb_ids)
@@ -294,6 +294,32 @@ describe('kernel over HTTP (uWebSockets.js)', () => {
     const nul = await fetch(`${url}/mutate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"name":"a\\u0000"}' })
     assert.equal(nul.status, 422)
     assert.equal(seen.length, 4)
+  })
+
+  it('keeps bodies only on a route that asks for it (repeatBodies): another route parses every body', async (t) => {
+    const route = (name: string, path: string, repeatBodies: boolean) => definePlugin({
+      name,
+      register(ctx) {
+        ctx.route({ method: 'POST', path, summary: name, body: Echo, repeatBodies, handler: (req) => ({ name: (req.body as { name: string }).name }) })
+      },
+    })
+    const { app } = await boot([route('kept', '/kept', true), route('plain', '/plain', false)])
+    t.after(() => app.close())
+    const text = JSON.stringify({ name: 'counted', count: 4 })
+    const parse = JSON.parse
+    let parsed = 0
+    JSON.parse = ((s: string, r?: never) => {
+      if (s === text) parsed++
+      return parse(s, r)
+    }) as typeof JSON.parse
+    try {
+      for (let i = 0; i < 3; i++) assert.equal((await app.inject({ method: 'POST', url: '/kept', body: text })).status, 200)
+      assert.equal(parsed, 1)
+      for (let i = 0; i < 3; i++) assert.equal((await app.inject({ method: 'POST', url: '/plain', body: text })).status, 200)
+      assert.equal(parsed, 4)
+    } finally {
+      JSON.parse = parse
+    }
   })
 
   it('streams responses', async (t) => {
