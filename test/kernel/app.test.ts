@@ -22,6 +22,25 @@ async function boot(plugins: Plugin<any>[], settings: Record<string, unknown> = 
   return { app, url: `http://127.0.0.1:${port}` }
 }
 
+/** Writes `request` (pipelined requests) on a raw socket and reads the bytes back until `body` appears `count` times. */
+function rawExchange(url: string, request: string, body: RegExp, count: number): Promise<string> {
+  const { port } = new URL(url)
+  return new Promise<string>((resolve, reject) => {
+    const socket = connect(Number(port), '127.0.0.1')
+    let text = ''
+    socket.setEncoding('latin1')
+    socket.on('data', (d: string) => {
+      text += d
+      if ((text.match(body) ?? []).length === count) {
+        socket.end()
+        resolve(text)
+      }
+    })
+    socket.on('error', reject)
+    socket.write(request)
+  })
+}
+
 const Echo = Type.Object({
   name: Type.String({ minLength: 1 }),
   count: Type.Optional(Type.Integer({ minimum: 0, maximum: 10 })),
@@ -183,21 +202,7 @@ describe('kernel over HTTP (uWebSockets.js)', () => {
   it('writes one content-type and one x-request-id per JSON answer, each request its own id, on the wire', async (t) => {
     const { app, url } = await boot([echoPlugin])
     t.after(() => app.close())
-    const { port } = new URL(url)
-    const raw = await new Promise<string>((resolve, reject) => {
-      const socket = connect(Number(port), '127.0.0.1')
-      let text = ''
-      socket.setEncoding('latin1')
-      socket.on('data', (d: string) => {
-        text += d
-        if ((text.match(/\{"ok":true\}/g) ?? []).length === 3) {
-          socket.end()
-          resolve(text)
-        }
-      })
-      socket.on('error', reject)
-      socket.write('GET /created HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(3))
-    })
+    const raw = await rawExchange(url, 'GET /created HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(3), /\{"ok":true\}/g, 3)
     const answers = raw.split('HTTP/1.1 ').slice(1)
     assert.equal(answers.length, 3, raw)
     const ids = answers.map((a) => {
@@ -224,21 +229,7 @@ describe('kernel over HTTP (uWebSockets.js)', () => {
     })
     const { app, url } = await boot([frozen])
     t.after(() => app.close())
-    const { port } = new URL(url)
-    const raw = await new Promise<string>((resolve, reject) => {
-      const socket = connect(Number(port), '127.0.0.1')
-      let text = ''
-      socket.setEncoding('latin1')
-      socket.on('data', (d: string) => {
-        text += d
-        if ((text.match(/\{"ok":1\}/g) ?? []).length === 3) {
-          socket.end()
-          resolve(text)
-        }
-      })
-      socket.on('error', reject)
-      socket.write('GET /constant HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(2) + 'GET /accented HTTP/1.1\r\nHost: x\r\n\r\n')
-    })
+    const raw = await rawExchange(url, 'GET /constant HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(2) + 'GET /accented HTTP/1.1\r\nHost: x\r\n\r\n', /\{"ok":1\}/g, 3)
     const answers = raw.split('HTTP/1.1 ').slice(1).map((a) => a.slice(0, a.indexOf('\r\n\r\n')).split('\r\n').slice(1))
     assert.equal(answers.length, 3, raw)
     const ids = new Set<string>()
