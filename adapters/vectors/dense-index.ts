@@ -544,12 +544,11 @@ export class DenseIndex {
     if (this.rowsEnd * d <= this.opts.exactBudget) {
       // Small collection: one SIMD pass over every row (segment by segment), dead ones included and filtered out after.
       const dead = this.rowsEnd - this.liveCount
-      const query = q
       // Nothing is spilled at this size (DenseIndex.spills).
       for (let first = 0; first < this.rowsEnd; first += this.segRows) {
         const rows = Math.min(this.segRows, this.rowsEnd - first)
         const seg = this.segments[first >>> this.segShift]!.subarray(0, rows * d)
-        const m = this.usearch.exactSearch(seg, query, d, Math.min(rows, k + dead), 'cos' as never, 1)
+        const m = this.usearch.exactSearch(seg, q, d, Math.min(rows, k + dead), 'cos' as never, 1)
         const keys = (m as { keys: BigUint64Array }).keys
         for (let i = 0; i < keys.length; i++) {
           const row = first + Number(keys[i])

@@ -215,6 +215,15 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
     return { ranked: merged, candidates }
   }
 
+  /** The KBs asked for (each once) and the query, or the request's refusal: the checks plan() and planNow() share. */
+  function checked(input: SearchInput): { kbIds: string[]; query: string } {
+    const kbIds = [...new Set(input.kb_ids ?? [])]
+    if (kbIds.length === 0) throw new AppError('KB_IDS_REQUIRED', 422, KB_IDS_REQUIRED)
+    const query = input.query
+    if (query.trim().length === 0) throw new ValidationError([{ loc: ['body', 'query'], msg: 'query must not be blank', type: 'string_too_short' }])
+    return { kbIds, query }
+  }
+
   /**
    * plan() without waiting, where it needs nothing it must wait for: no tags in the filter (tags choose KBs through
    * the metadata store) and every KB's merge settings read within MERGE_TTL_MS. Null otherwise: then plan(). The
@@ -223,27 +232,15 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
   function planNow(input: SearchInput): SearchPlan | null {
     const filterInput = input.options?.filter
     if (filterInput?.tags !== undefined) return null
-    const kbIds = [...new Set(input.kb_ids ?? [])]
-    if (kbIds.length === 0) throw new AppError('KB_IDS_REQUIRED', 422, KB_IDS_REQUIRED)
-    const query = input.query
-    if (query.trim().length === 0) throw new ValidationError([{ loc: ['body', 'query'], msg: 'query must not be blank', type: 'string_too_short' }])
-    const now = Date.now()
-    const merges = new Map<string, { enabled: boolean; threshold: number }>()
-    for (const id of kbIds) {
-      const m = mergeCache.get(id)
-      if (m === undefined || m.at < now - MERGE_TTL_MS) return null
-      merges.set(id, m)
-    }
-    const opts = resolveOptions(input.options, r)
-    return { query, kbIds, opts, merges, filter: resolveFilter(filterInput).vector }
+    const { kbIds, query } = checked(input)
+    if (staleIds(mergeCache, kbIds, Date.now(), MERGE_TTL_MS).length > 0) return null
+    const merges = new Map(kbIds.map((id) => [id, mergeCache.get(id)!]))
+    return { query, kbIds, opts: resolveOptions(input.options, r), merges, filter: resolveFilter(filterInput).vector }
   }
 
   /** Validation, options and per-KB settings: what the answer depends on besides the KBs' data. */
   async function plan(input: SearchInput): Promise<SearchPlan> {
-    const kbIds = [...new Set(input.kb_ids ?? [])]
-    if (kbIds.length === 0) throw new AppError('KB_IDS_REQUIRED', 422, KB_IDS_REQUIRED)
-    const query = input.query
-    if (query.trim().length === 0) throw new ValidationError([{ loc: ['body', 'query'], msg: 'query must not be blank', type: 'string_too_short' }])
+    const { kbIds, query } = checked(input)
     const opts = resolveOptions(input.options, r)
     // The tags of a filter choose the KBs, so everything after this point sees only the KBs that take part.
     const f = await planFilter(sql, kbIds, input.options?.filter)
