@@ -1,8 +1,10 @@
 // The in-process queue: state in memory, every operation appended to a journal file that is replayed at
-// open. Enqueue, ack, defer and removeByKey resolve only after their record is fsync'd; records written
+// open. Enqueue, defer and removeByKey resolve only after their record is fsync'd; records written
 // while one fsync runs share the next one (group commit), so concurrent callers pay one disk flush.
-// A reserve's lease record is written without waiting: losing it in a crash only means the message is
-// handed out again, which at-least-once delivery allows.
+// A reserve's lease record and an ack are written without waiting, and a flush holding only such records makes
+// no fsync of its own (they ride along with the next one): losing them in a crash only means the message is
+// handed out again, which at-least-once delivery allows and every consumer's claim expects. The ingest bench
+// counted 2.8 fdatasyncs per document before, most of them for these records.
 //
 // After a restart every message that was reserved and not acked is ready at once (its lease died with
 // the process) with attempts + 1; the Redis driver instead waits for the lease to run out.
@@ -199,7 +201,7 @@ function createQueue(dir: string, topics: Map<string, Topic>, journal: Journal):
       const m = topic?.messages.get(id)
       if (!topic || !m) return
       remove(topic, m)
-      await journal.write(`{"o":"ack","t":${JSON.stringify(topicName)},"i":${JSON.stringify(id)}}\n`)
+      journal.writeLazy(`{"o":"ack","t":${JSON.stringify(topicName)},"i":${JSON.stringify(id)}}\n`)
     },
 
     async defer(topicName, id, delayMs) {
@@ -527,7 +529,8 @@ class Journal {
       try {
         if (this.failure) throw this.failure
         for (let off = 0; off < buf.length; ) off += (await this.fh.write(buf, off, buf.length - off, this.size + off)).bytesWritten
-        await this.fh.datasync()
+        // Lazy records alone are left to the next flush that someone waits for.
+        if (waiters.length > 0) await this.fh.datasync()
         this.size += buf.length
         this.records += lines.length
       } catch (err) {
