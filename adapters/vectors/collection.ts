@@ -16,7 +16,7 @@ import { promises as fs } from 'node:fs'
 import { join } from 'node:path'
 import { serviceUnavailable } from '../../kernel/errors.ts'
 import type { ChunkPayload, VectorHit, VectorPoint, VectorQuery } from '../ports.ts'
-import { DenseIndex, type DenseIndexOptions, type HnswParams, type Usearch } from './dense-index.ts'
+import { DenseIndex, GRAPH_FORMAT, type DenseIndexOptions, type HnswParams, type Usearch } from './dense-index.ts'
 import { PayloadTable } from './payloads.ts'
 import { dimensionMismatch, invalidPoint, pointProblem } from './errors.ts'
 import { checkFilter, selectRows, type RowSet } from './filter.ts'
@@ -46,9 +46,15 @@ interface Manifest {
   format: 1
   kb_id: string
   dimensions: number
-  graph: Pick<HnswParams, 'quantization' | 'connectivity' | 'expansionAdd'>
+  graph: GraphParams
   snapshot: { seq: number; points: string; graph: string | null; graphRows: number } | null
 }
+
+/** What the snapshot's graph file was built with; format: GRAPH_FORMAT (absent in manifests written before it, format 1). */
+type GraphParams = Pick<HnswParams, 'quantization' | 'connectivity' | 'expansionAdd'> & { format?: number }
+
+const graphParams = (opts: HnswParams): GraphParams =>
+  ({ quantization: opts.quantization, connectivity: opts.connectivity, expansionAdd: opts.expansionAdd, format: GRAPH_FORMAT })
 
 type Settle = { resolve: (v: unknown) => void; reject: (e: unknown) => void }
 type Op =
@@ -123,7 +129,7 @@ export class Collection {
       format: 1,
       kb_id: kbId,
       dimensions: dims,
-      graph: { quantization: opts.quantization, connectivity: opts.connectivity, expansionAdd: opts.expansionAdd },
+      graph: graphParams(opts),
       snapshot: null,
     }
     const c = new Collection(kbId, dir, dims, usearch, opts, manifest)
@@ -586,7 +592,8 @@ export class Collection {
     if (snap !== null) {
       const data = await readSnapshot(join(this.dir, snap.points), this.dims, (rowsEnd) => this.dense.arenaParts(rowsEnd))
       const g = this.manifest.graph
-      const sameParams = g.quantization === this.opts.quantization && g.connectivity === this.opts.connectivity && g.expansionAdd === this.opts.expansionAdd
+      const sameParams = g.quantization === this.opts.quantization && g.connectivity === this.opts.connectivity && g.expansionAdd === this.opts.expansionAdd &&
+        (g.format ?? 1) === GRAPH_FORMAT
       const graphLoaded = snap.graph !== null && sameParams && this.dense.loadGraph(join(this.dir, snap.graph), snap.graphRows)
       if (snap.graph !== null && !graphLoaded) {
         this.opts.log?.warn({ kb_id: this.kbId, sameParams }, 'vector graph not loaded: rebuilding it in the background')
@@ -608,7 +615,7 @@ export class Collection {
       }
       this.nextRow = data.rowsEnd
       for (let row = data.rowsEnd - 1; row >= 0; row--) if (!this.dense.isLive(row)) this.free.push(row)
-      if (!sameParams) this.manifest = { ...this.manifest, graph: { quantization: this.opts.quantization, connectivity: this.opts.connectivity, expansionAdd: this.opts.expansionAdd } }
+      if (!sameParams) this.manifest = { ...this.manifest, graph: graphParams(this.opts) }
       this.graphToSave = this.dense.pendingCount > 0
       this.lastSnapshotBytes = (await fs.stat(join(this.dir, snap.points))).size
     }

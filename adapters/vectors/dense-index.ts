@@ -9,6 +9,10 @@
 // recall depends on it. The one exception is a rankOnly search (hybrid fusion reads ranks only): its graph rows
 // carry the graph's distances.
 //
+// The graph is usearch's native index called without its JavaScript wrapper (loadNativeIndex): the wrapper turns
+// an Int8Array into a Float32Array, which the native index then casts back to i8 its own way, so an i8 graph held
+// usearch's cast of our copies instead of the copies (quantizeI8).
+//
 // The arena is a list of segments of SEGMENT_ROWS rows: the first grows by 1.5x steps up to that size (a
 // small KB holds a small array), later ones are allocated whole and never move. A single array grown by
 // copying held the old and the new copy at once (at 100k x 1024 dims a 400 MB copy and a 600 MB array)
@@ -20,9 +24,10 @@
 // row (rescoring, the scan of rows waiting for the graph, filtered scans, graph insertion) are positioned reads of
 // that file, runs of consecutive rows in one read; a write to a spilled row (a reused row) goes to the file. The file
 // is scratch: it is rebuilt from the snapshot and the log at every open, never fsync'd, and removed at close.
-import { closeSync, openSync, rmSync, read as readCb } from 'node:fs'
+import { closeSync, existsSync, openSync, rmSync, read as readCb } from 'node:fs'
+import { createRequire } from 'node:module'
+import { dirname, join } from 'node:path'
 import { promisify } from 'node:util'
-import type { Index } from 'usearch'
 import type { RowSet } from './filter.ts'
 import { createQueryDot } from './dot.ts'
 import { readAllSync, writeAllSync } from './files.ts'
@@ -42,10 +47,63 @@ export type Quantization = 'f32' | 'f16' | 'bf16' | 'i8'
  * - nDCG@10 against f16: SciFact dense 0.5199 -> 0.5205, hybrid 0.6814 -> 0.6821, similarity 0.5199 -> 0.5208;
  *   autorag-ko similarity and hybrid unchanged (0.8405, 0.9061), dense (rank-only: the graph's own order) 0.8405
  *   -> 0.8358.
+ * Those figures had usearch's cast of the i8 copies in the graph (GRAPH_FORMAT 1). The copies themselves (format 2)
+ * change the graph's own order, not what it finds (2026-11-29, AMD EPYC, 2 cores): bench/search/store-study.ts, 10k
+ * chunks, graphs rebuilt from the arena, dense recall@10 against an exact scan: rank-only 1 KB 0.864 -> 0.892, 10 KBs
+ * merged 0.862 -> 0.894; rescored 0.901 -> 0.894 and 0.894 -> 0.895; at 100k chunks 0.50 either way (ef-bound: ef 128
+ * 0.38, 512 0.61); SciFact nDCG@10 dense 0.5193 -> 0.5173 and 0.5183 (two runs), similarity 0.5195 / 0.5191 -> 0.5192
+ * / 0.5197, hybrid 0.6828 unchanged.
  * f16, bf16 and f32 remain for a store that asks for one.
  */
 export function defaultQuantization(): Quantization {
   return 'i8'
+}
+
+/**
+ * What a saved graph file holds, recorded in the collection's manifest: a file of another format is not loaded, and
+ * the graph is rebuilt from the arena. 2: an i8 graph holds quantizeI8's copies as they are. 1 (before): usearch's
+ * cast of them (each divided by its norm, times 127, truncated), which the JavaScript wrapper's conversion caused.
+ */
+export const GRAPH_FORMAT = 2
+
+/** usearch's native index (the binding's CompiledIndex), the methods the dense index calls. */
+interface NativeIndex {
+  add(keys: BigUint64Array, vectors: Float32Array | Int8Array, threads: number): void
+  /** keys and distances hold k entries per query, of which counts[i] are found. */
+  search(queries: Float32Array | Int8Array, k: number, threads: number): [keys: BigUint64Array, distances: Float32Array, counts: BigUint64Array]
+  size(): number
+  save(path: string): void
+  load(path: string): void
+  contains(keys: BigUint64Array): boolean[]
+  remove(keys: BigUint64Array): number[]
+}
+type NativeIndexClass = new (dimensions: number, metric: string, quantization: string, connectivity: number,
+  expansionAdd: number, expansionSearch: number, multi: boolean) => NativeIndex
+
+let nativeIndexClass: NativeIndexClass | undefined
+
+/**
+ * usearch's native index class, without the JavaScript wrapper around it. The wrapper converts every vector that is
+ * not a Float32Array into one before the native call (normalizeVectors in usearch.js), and the native index then
+ * casts those floats to its scalar type: for i8, x / |x| * 127, truncated (cast_to_i8_gt), about 3 bits per component
+ * at 1,024 dimensions. Given an Int8Array itself, the native add and search use its values as they are (an i8 index
+ * needs no cast), so an i8 graph holds the copies quantizeI8 makes and compares queries quantized the same way.
+ * The binary is the one the wrapper loaded (resolved from usearch's own folder by the same loader, which require
+ * caches), so both share one module.
+ */
+function loadNativeIndex(): NativeIndexClass {
+  if (nativeIndexClass !== undefined) return nativeIndexClass
+  const entry = createRequire(import.meta.url).resolve('usearch')
+  // The package folder, found as the wrapper finds it (getBuildDir in usearch.js): the first one up with a build.
+  let root = dirname(entry)
+  while (!existsSync(join(root, 'prebuilds')) && !existsSync(join(root, 'build'))) {
+    const up = dirname(root)
+    if (up === root) throw new Error(`no native build of usearch above ${entry}`)
+    root = up
+  }
+  const load = createRequire(entry)('node-gyp-build') as (dir: string) => { CompiledIndex: NativeIndexClass }
+  nativeIndexClass = load(root).CompiledIndex
+  return nativeIndexClass
 }
 
 export interface HnswParams {
@@ -101,15 +159,13 @@ const queryDot = createQueryDot()
  * KB's index the same vector, and its norm and its i8 copy for the graph cost as much each time (about 90,000
  * instructions at 1,024 dimensions, 8 % of a 10-KB hybrid search's store work) as a tenth of the graph search itself.
  * A query is recognised by its bytes (compared in full: a caller may reuse one array for another query), not by
- * the array. The graph copy is held as floats: usearch's JavaScript binding turns any other typed array into a
- * Float32Array before the native call, so the graph sees exactly the values it saw from the Int8Array.
+ * the array.
  */
 class PreparedQuery {
   private q = new Float32Array(0)
   /** q's bytes, compared with the next query's (memcmp: about 8 times faster than a loop over the floats). */
   private bytes = Buffer.alloc(0)
   private i8 = new Int8Array(0)
-  private graphF32 = new Float32Array(0)
   private graphReady = false
   /** The query's Euclidean norm. */
   norm = 0
@@ -121,7 +177,6 @@ class PreparedQuery {
         this.q = new Float32Array(q.length)
         this.bytes = Buffer.from(this.q.buffer)
         this.i8 = new Int8Array(q.length)
-        this.graphF32 = new Float32Array(q.length)
       }
       this.q.set(q)
       let qq = 0
@@ -133,14 +188,13 @@ class PreparedQuery {
     return this.q
   }
 
-  /** The query as an i8 graph is searched with (quantizeI8), as floats. */
-  graphI8(): Float32Array {
+  /** The query as an i8 graph is searched with (quantizeI8). */
+  graphI8(): Int8Array {
     if (!this.graphReady) {
       quantizeI8(this.q, this.q.length, this.i8)
-      this.graphF32.set(this.i8)
       this.graphReady = true
     }
-    return this.graphF32
+    return this.i8
   }
 }
 const prepared = new PreparedQuery()
@@ -158,8 +212,8 @@ const readAsync = promisify(readCb)
  * The i8 copies an i8 graph holds of the rows of `src` (d values each), written to the same places of `out`: each
  * row scaled so that its largest component is +-127, then rounded. Cosine does not depend on a vector's scale, so
  * every row may have its own. usearch's own cast from f32 divides by the norm instead (a 1,024-dimension unit
- * vector's components, about 0.03, become -10..10: three bits) and truncates; that cost autorag-ko's hybrid
- * nDCG@10 0.0011 against f16 (issue 17).
+ * vector's components, about 0.03, become -10..10: three bits) and truncates. The graph is given these copies
+ * through the native index (loadNativeIndex); through the JavaScript wrapper it held usearch's cast of them.
  */
 export function quantizeI8(src: Float32Array, d: number, out: Int8Array): void {
   for (let from = 0; from + d <= src.length; from += d) {
@@ -194,7 +248,7 @@ export class DenseIndex {
   readonly dims: number
   private readonly usearch: Usearch
   private readonly opts: DenseIndexOptions
-  private hnsw: Index
+  private hnsw: NativeIndex
   private readonly segShift: number
   private readonly segRows: number
   private readonly segMask: number
@@ -260,23 +314,23 @@ export class DenseIndex {
   }
 
   /** What the graph is searched with: the query under way (prepared.use) itself, or its i8 copy for an i8 graph. */
-  private graphQuery(q: Float32Array): Float32Array {
+  private graphQuery(q: Float32Array): Float32Array | Int8Array {
     return this.opts.quantization === 'i8' ? prepared.graphI8() : q
   }
 
-  private newGraph(): Index {
+  /** The graph's keys found for one query (a view of the native result: no copy). */
+  private graphSearch(q: Float32Array | Int8Array, asked: number): { keys: BigUint64Array; distances: Float32Array } {
+    const [keys, distances, counts] = this.hnsw.search(q, asked, 1)
+    const found = Number(counts[0])
+    return { keys: keys.subarray(0, found), distances: distances.subarray(0, found) }
+  }
+
+  private newGraph(): NativeIndex {
     const o = this.opts
-    return new this.usearch.Index({
-      dimensions: this.dims,
-      metric: 'cos' as never,
-      quantization: o.quantization as never,
-      connectivity: o.connectivity,
-      expansion_add: o.expansionAdd,
-      // usearch explores max(expansion_search, results asked): the graph's own value is kept at the minimum
-      // and each search sets its candidate list (ef) by the number of results it asks for.
-      expansion_search: 1,
-      multi: false,
-    })
+    const NativeIndex = loadNativeIndex()
+    // usearch explores max(expansion_search, results asked): the graph's own value is kept at the minimum (1) and
+    // each search sets its candidate list (ef) by the number of results it asks for.
+    return new NativeIndex(this.dims, 'cos', o.quantization, o.connectivity, o.expansionAdd, 1, false)
   }
 
   /** 1 for each live row (read-only for callers; replaced when the index grows). */
@@ -345,7 +399,7 @@ export class DenseIndex {
     this.inSavedGraph[row] = 0
     if (this.savingGraph !== null && row < this.savingGraph.length) this.savingGraph[row] = 0
     if (this.inGraph[row] === 1) {
-      this.hnsw.remove(BigInt(row))
+      this.hnsw.remove(BigUint64Array.of(BigInt(row)))
       this.inGraph[row] = 0
       this.graphCount--
     }
@@ -560,7 +614,7 @@ export class DenseIndex {
     if (this.graphCount > 0) {
       const ef = Math.max(k, Math.ceil(this.opts.expansionSearch * Math.min(1, effort > 0 ? effort : 1)))
       const asked = Math.min(this.graphCount, ef)
-      const m = this.hnsw.search(this.graphQuery(q), asked, 1)
+      const m = this.graphSearch(this.graphQuery(q), asked)
       const keys = m.keys
       if (rankOnly) {
         // Rescoring reads every candidate's f32 row: 4 KB at 1,024 dimensions, from all over the arena. Over ten
@@ -623,7 +677,7 @@ export class DenseIndex {
     let kept: number[] = []
     const gq = this.graphQuery(q)
     for (;;) {
-      const keys = this.hnsw.search(gq, asked, 1).keys
+      const keys = this.graphSearch(gq, asked).keys
       kept = []
       for (let i = 0; i < keys.length && kept.length < rescored; i++) {
         const row = Number(keys[i])
@@ -792,7 +846,7 @@ export class DenseIndex {
     const candidates: bigint[] = []
     for (let row = 0; row < this.rowsEnd; row++) if (this.inGraph[row] !== 1) candidates.push(BigInt(row))
     if (candidates.length === 0) return 0
-    const held = this.hnsw.contains(BigUint64Array.from(candidates)) as boolean[]
+    const held = this.hnsw.contains(BigUint64Array.from(candidates))
     for (let i = 0; i < candidates.length; i++) if (held[i]) stale.push(candidates[i])
     if (stale.length > 0) this.hnsw.remove(BigUint64Array.from(stale))
     return stale.length

@@ -6,6 +6,7 @@
 //   npx tsx bench/search/store-study.ts --data=<dir> [--queries=200] [--rounds=5] [--mode=hybrid,similarity]
 //       [--recall=100] (queries whose dense recall@10 is measured; 0: none)
 //       [--layout=1kb,10kb] [--ctl=1] (0: --count without callgrind_control, e.g. under node --cpu-prof)
+//       [--ef=N] (the store's expansionSearch instead of its default; the store alone only)
 //       [--service] (the search service in process, its answer JSON.stringify'd, instead of the store alone)
 //       [--count=N] (instruction counting: N searches per case and layout, no timing rounds; run it under
 //        valgrind --tool=callgrind twice with two N and take the difference, see docs/benchmarks.md)
@@ -40,6 +41,8 @@ const MODES = arg('mode', 'hybrid,similarity').split(',') as ('hybrid' | 'simila
 const LAYOUTS = arg('layout', '1kb,10kb').split(',') as ('1kb' | '10kb')[]
 /** With --count: switch callgrind's collection on and dump per case (1), or only run the searches (0: --cpu-prof). */
 const CTL = arg('ctl', '1') === '1'
+/** The graph's search candidate list (EmbeddedVectorStoreOptions.expansionSearch); empty: the store's default. */
+const EF = arg('ef', '')
 const TOP_K = 10
 const DIMS = 1024
 
@@ -68,7 +71,9 @@ if (SERVICE) {
   service = app.use<SearchService>('search')
   store = adapters.vectors as typeof store
 } else {
-  store = await createEmbeddedVectorStore({ dir: join(dataDir, 'vectors'), dimensions: DIMS, snapshotOnClose: false })
+  store = await createEmbeddedVectorStore({
+    dir: join(dataDir, 'vectors'), dimensions: DIMS, snapshotOnClose: false, ...(EF === '' ? {} : { expansionSearch: Number(EF) }),
+  })
 }
 const split = data.kbs.split
 const one = data.kbs.one
@@ -133,7 +138,7 @@ for (let r = 0; r < ROUNDS; r++) {
   }
 }
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
-console.log(`store alone, ${chunks} chunks, ${queries.length} queries x ${ROUNDS} rounds, effort per split KB ${efforts.map((e) => e.toFixed(3)).join(' ')}`)
+console.log(`store alone, ${chunks} chunks, ${queries.length} queries x ${ROUNDS} rounds, ef ${EF === '' ? 'default' : EF}, effort per split KB ${efforts.map((e) => e.toFixed(3)).join(' ')}`)
 for (const mode of ROUNDS > 0 ? MODES : []) {
   const o = means.get(`${mode} 1kb`)!
   const t = means.get(`${mode} 10kb`)!

@@ -10,7 +10,7 @@ import { createInterface } from 'node:readline'
 import { after, describe, it, type TestContext } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { createEmbeddedVectorStore, type EmbeddedVectorStore, type EmbeddedVectorStoreOptions } from '../../adapters/vectors/embedded.ts'
-import { defaultQuantization, quantizeI8, rescoredRows, SEGMENT_ROWS } from '../../adapters/vectors/dense-index.ts'
+import { defaultQuantization, GRAPH_FORMAT, quantizeI8, rescoredRows, SEGMENT_ROWS } from '../../adapters/vectors/dense-index.ts'
 import { postingSections } from '../../adapters/vectors/snapshot.ts'
 import type { VectorFilter, VectorPoint } from '../../adapters/ports.ts'
 import { axis, cosine, DIMS, point, sparse, sparseScores, vectorStoreContract } from './vectors.contract.ts'
@@ -527,14 +527,82 @@ describe('embedded vector store: the i8 graph', () => {
         fromExact = Math.max(fromExact, Math.abs(h.score - cosine(query, p.dense)))
       }
     }
-    // usearch's i8 cosine kernel is itself approximate: 0.01-0.015 off on such rows even for exact integer copies.
+    // The cosines of the rows' and the query's i8 copies (see assertGraphHoldsI8Copies), near the exact f32 ones.
     assert.ok(fromExact > 1e-4 && fromExact < 0.03, `rank-only scores are the graph's i8 cosines, near the exact ones (off by ${fromExact})`)
     assert.ok(rescoredOverlap >= 0.95, `the rescored search finds the exact neighbours (${rescoredOverlap})`)
     await store.close()
     const manifest = JSON.parse(await fs.readFile(join(dir, kb, 'manifest.json'), 'utf8'))
     assert.equal(manifest.graph.quantization, 'i8')
   })
+
+  it('holds the copies quantizeI8 makes, and searches with the query\'s copy', async (t) => {
+    const dims = 256
+    const store = await open(await tempDir(t), { exactBudget: 0, dimensions: dims })
+    t.after(() => store.close())
+    const points = randomPoints('kb-copies', 300, 81, dims)
+    await store.upsert('kb-copies', points)
+    await store.whenIndexed('kb-copies')
+    assert.equal((await store.stats('kb-copies'))?.inGraph, 300)
+    await assertGraphHoldsI8Copies(store, 'kb-copies', points, dims, 82)
+  })
+
+  it('rebuilds a graph saved in an earlier format (usearch\'s cast of the copies) from the arena, then loads the new one', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-old-graph'
+    const dims = 256
+    let store = await open(dir, { exactBudget: 0, dimensions: dims })
+    const points = randomPoints(kb, 300, 83, dims)
+    await store.upsert(kb, points)
+    await store.whenIndexed(kb)
+    await store.close()
+    // A manifest written before GRAPH_FORMAT has no format: its graph file is of format 1.
+    const manifestPath = join(dir, kb, 'manifest.json')
+    const manifest = JSON.parse(await fs.readFile(manifestPath, 'utf8'))
+    assert.equal(manifest.graph.format, GRAPH_FORMAT)
+    assert.ok(manifest.snapshot.graph !== null && manifest.snapshot.graphRows === 300, 'the snapshot saved the graph')
+    delete manifest.graph.format
+    await fs.writeFile(manifestPath, JSON.stringify(manifest))
+    // Slices of 1 ms starting at one row: the graph cannot be rebuilt by the time the first stats are read.
+    store = await open(dir, { exactBudget: 0, dimensions: dims, indexSliceMs: 1 })
+    const reopened = await store.stats(kb)
+    assert.equal(reopened?.points, 300)
+    assert.ok((reopened?.inGraph ?? 0) < 300, `the old graph file is not loaded (${reopened?.inGraph} rows in the graph)`)
+    await assertMatchesReference(store, kb, points, 84, dims)
+    await store.whenIndexed(kb)
+    assert.equal((await store.stats(kb))?.inGraph, 300)
+    await assertGraphHoldsI8Copies(store, kb, points, dims, 85)
+    await store.close()
+    assert.equal(JSON.parse(await fs.readFile(manifestPath, 'utf8')).graph.format, GRAPH_FORMAT, 'the rebuilt graph is saved in the current format')
+    store = await open(dir, { exactBudget: 0, dimensions: dims, indexSliceMs: 1 })
+    t.after(() => store.close())
+    assert.equal((await store.stats(kb))?.inGraph, 300, 'the rebuilt graph is loaded')
+    await assertGraphHoldsI8Copies(store, kb, points, dims, 86)
+  })
 })
+
+/**
+ * Checks that a KB's i8 graph compares quantizeI8's copies themselves: a rank-only score (the graph's own distance)
+ * is the cosine of the query's and the row's copies. usearch's cast of them (x / |x| * 127, truncated) gives
+ * other integers: at 256 dimensions its scores were 1e-3 to 1e-2 away from these.
+ */
+async function assertGraphHoldsI8Copies(store: EmbeddedVectorStore, kb: string, points: VectorPoint[], dims: number, seed: number) {
+  const copy = (v: Float32Array) => {
+    const out = new Int8Array(dims)
+    quantizeI8(v, dims, out)
+    return out
+  }
+  const rows = new Map(points.map((p) => [p.payload.chunk_id, copy(p.dense)]))
+  const r = rng(seed)
+  let worst = 0
+  for (let q = 0; q < 10; q++) {
+    const query = Float32Array.from({ length: dims }, () => r() * 2 - 1)
+    const qCopy = copy(query)
+    const ranked = (await store.search(kb, { dense: query, limit: 10, rankOnly: true })).dense
+    assert.equal(ranked.length, 10)
+    for (const h of ranked) worst = Math.max(worst, Math.abs(h.score - cosine(qCopy, rows.get(h.id)!)))
+  }
+  assert.ok(worst < 1e-5, `rank-only scores are the cosines of quantizeI8's copies (off by up to ${worst})`)
+}
 
 describe('embedded vector store: snapshot postings', () => {
   it('writes the per-point sparse vectors and the postings in chunks and reads them back whole', async (t) => {
