@@ -82,6 +82,30 @@ function threadCpuMs(): Map<number, ThreadCpu> {
   return out
 }
 
+/**
+ * Where the memory is at a moment, MB: the process's RSS, the main thread's JavaScript heap (reserved), memory outside
+ * it that the main thread's objects hold (external, of which ArrayBuffers: the vector store's arrays), and from
+ * /proc/self/smaps_rollup the anonymous memory (every heap: V8's of each thread, glibc's for usearch's graph and
+ * PGlite's WebAssembly memory) and the file-backed pages (code, mapped files). The peak of a run is read here.
+ */
+function memoryAt(): Record<string, number> {
+  const m = process.memoryUsage()
+  const mb = (n: number) => round(n / 2 ** 20, 1)
+  const out: Record<string, number> = { rss: mb(m.rss), heap_total: mb(m.heapTotal), external: mb(m.external), array_buffers: mb(m.arrayBuffers) }
+  try {
+    const rollup = readFileSync('/proc/self/smaps_rollup', 'utf8')
+    for (const [key, name] of [['Anonymous', 'anonymous'], ['Rss', 'rss_smaps']] as const) {
+      const kb = Number(new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(rollup)?.[1])
+      if (Number.isFinite(kb)) out[name] = round(kb / 1024, 1)
+    }
+    if (out.rss_smaps !== undefined && out.anonymous !== undefined) out.file_backed = round(out.rss_smaps - out.anonymous, 1)
+    delete out.rss_smaps
+  } catch {
+    // Not Linux: the process's own figures only.
+  }
+  return out
+}
+
 /** CPU ms per document by role: the main thread, the compute pool's workers (each), the metadata thread, the rest. */
 export interface ThreadShares {
   main: number
@@ -145,9 +169,14 @@ async function ingestRun(app: App, base: string, kb: string, files: string, conc
     // RSS sampled every turn: the process's high-water mark (maxRSS) also holds its start, when PGlite's initdb of a
     // new data folder peaks, which is not what a growing batch costs.
     let rssMax = process.memoryUsage.rss()
+    let atPeak = memoryAt()
     while (finished < count) {
       await new Promise((r) => setTimeout(r, 100))
-      rssMax = Math.max(rssMax, process.memoryUsage.rss())
+      const rss = process.memoryUsage.rss()
+      if (rss > rssMax) {
+        rssMax = rss
+        atPeak = memoryAt()
+      }
       if (clientCode !== null && clientCode !== 0) throw new Error(`the upload client failed (exit ${clientCode})`)
       // The pipeline's own counters each turn (no query); the database confirms once they say done, so the
       // benchmark does not load the metadata store it measures.
@@ -173,7 +202,7 @@ async function ingestRun(app: App, base: string, kb: string, files: string, conc
       skipped: m.skipped - before.skipped, bytes: m.bytes - before.bytes, chunks: m.chunks - before.chunks,
       stageMs: Object.fromEntries(STAGES.map((s) => [s, m.stageMs[s] - before.stageMs[s]])) as PipelineMetrics['stageMs'],
     }
-    return { seconds, cpuMs, threads, counts, metrics, rssMaxMb: rssMax / 2 ** 20, eventLoopDelayMs }
+    return { seconds, cpuMs, threads, counts, metrics, rssMaxMb: rssMax / 2 ** 20, atPeak, eventLoopDelayMs }
   }
 }
 
@@ -205,14 +234,20 @@ async function service(files: string, warm: string | undefined, concurrency: num
       writeFileSync(profileFile, JSON.stringify(profile))
       run = value
     }
-    const { seconds, cpuMs, threads, counts, metrics, rssMaxMb, eventLoopDelayMs } = run
+    const { seconds, cpuMs, threads, counts, metrics, rssMaxMb, atPeak, eventLoopDelayMs } = run
     bar.done()
     // Every document is indexed (searchable: rows not yet in the HNSW graph are scanned exactly). The graph
     // trails a bulk ingest and catches up once writes pause: how long that takes is reported beside it.
     // Sampled on through the catch-up: the graph grows there (about 2 KB a chunk at 1,024 dimensions).
     const graphStarted = performance.now()
     let catchUpRss = process.memoryUsage.rss()
-    const sampler = setInterval(() => (catchUpRss = Math.max(catchUpRss, process.memoryUsage.rss())), 100)
+    let catchUpPeak = memoryAt()
+    const sampler = setInterval(() => {
+      const rss = process.memoryUsage.rss()
+      if (rss <= catchUpRss) return
+      catchUpRss = rss
+      catchUpPeak = memoryAt()
+    }, 100)
     try {
       await store.whenIndexed?.('bench')
     } finally {
@@ -221,7 +256,8 @@ async function service(files: string, warm: string | undefined, concurrency: num
     const graphCatchUp = (performance.now() - graphStarted) / 1000
     catchUpRss = Math.max(catchUpRss, process.memoryUsage.rss())
     const peakRssMb = Math.max(rssMaxMb, catchUpRss / 2 ** 20)
-    return { seconds, cpuMs, threads, graphCatchUp, counts, metrics, peakRssMb, ingestPeakRssMb: rssMaxMb, highWaterRssMb: process.resourceUsage().maxRSS / 1024, eventLoopDelayMs }
+    const memoryAtPeak = rssMaxMb >= catchUpRss / 2 ** 20 ? atPeak : catchUpPeak
+    return { seconds, cpuMs, threads, graphCatchUp, counts, metrics, peakRssMb, ingestPeakRssMb: rssMaxMb, highWaterRssMb: process.resourceUsage().maxRSS / 1024, memoryAtPeak, eventLoopDelayMs }
   } finally {
     await app.close()
     rmSync(dir, { recursive: true, force: true })
@@ -311,10 +347,10 @@ export async function run(opts: IngestBenchOptions = { quick: true }) {
   const stageTotal = STAGES.reduce((n, s) => n + ours.metrics.stageMs[s], 0)
   const cpuPerDoc = ours.cpuMs / count
   const baseCpuPerDoc = (base1.cpuMs + base2.cpuMs) / (2 * subset.length)
-  const growth: Record<string, { documents_per_s: number; peak_rss_mb: number; ingest_peak_rss_mb: number; high_water_rss_mb: number; graph_catch_up_s: number; event_loop_delay_max_ms: number }> = {}
+  const growth: Record<string, { documents_per_s: number; peak_rss_mb: number; ingest_peak_rss_mb: number; high_water_rss_mb: number; graph_catch_up_s: number; event_loop_delay_max_ms: number; memory_at_peak_mb: Record<string, number> }> = {}
   for (const n of sizes) {
     const r = n === count ? ours : await serviceInChild(await generateDocuments(n), concurrency)
-    growth[String(n)] = { documents_per_s: round(n / r.seconds, 1), peak_rss_mb: round(r.peakRssMb, 0), ingest_peak_rss_mb: round(r.ingestPeakRssMb, 0), high_water_rss_mb: round(r.highWaterRssMb, 0), graph_catch_up_s: round(r.graphCatchUp, 2), event_loop_delay_max_ms: round(r.eventLoopDelayMs.max, 1) }
+    growth[String(n)] = { documents_per_s: round(n / r.seconds, 1), peak_rss_mb: round(r.peakRssMb, 0), ingest_peak_rss_mb: round(r.ingestPeakRssMb, 0), high_water_rss_mb: round(r.highWaterRssMb, 0), graph_catch_up_s: round(r.graphCatchUp, 2), event_loop_delay_max_ms: round(r.eventLoopDelayMs.max, 1), memory_at_peak_mb: r.memoryAtPeak }
   }
   const rssFrom = growth[String(TARGETS.rss_growth_from_documents)]?.peak_rss_mb
   const rssAt = growth[String(TARGETS.peak_rss_at_documents)]?.peak_rss_mb
@@ -347,6 +383,8 @@ export async function run(opts: IngestBenchOptions = { quick: true }) {
       stage_share: Object.fromEntries(STAGES.map((s) => [s, round(ours.metrics.stageMs[s] / stageTotal, 3)])),
       // Sampled every 100 ms from the first upload until the graph caught up (the target's figure).
       peak_rss_mb: round(ours.peakRssMb, 0),
+      // Where it was at that peak (memoryAt).
+      memory_at_peak_mb: ours.memoryAtPeak,
       // The same until the last document was indexed, before the graph's catch-up.
       ingest_peak_rss_mb: round(ours.ingestPeakRssMb, 0),
       // The process's maxRSS, its start included (a new data folder's initdb runs in a child process, not here).

@@ -240,6 +240,9 @@ function ingest(raw: unknown): Normalised {
   if (num(raw, 'results.ingest_peak_rss_mb') !== undefined) {
     add('peak RSS until the last document was indexed', num(raw, 'results.ingest_peak_rss_mb'), null, { unit: 'MB', higher_is_better: false, tracked: false })
   }
+  // Where the memory was at that peak (bench/ingest.bench.ts memoryAt): what a target on RSS has to come out of.
+  const atPeak = obj(raw, 'results.memory_at_peak_mb')
+  if (atPeak) notes.push(`memory at the peak RSS, MB: ${Object.entries(atPeak).map(([k, v]) => `${k.replace(/_/g, ' ')} ${v}`).join(', ')}`)
   if (num(raw, 'results.high_water_rss_mb') !== undefined) {
     add('process RSS high-water, start included', num(raw, 'results.high_water_rss_mb'), null, { unit: 'MB', higher_is_better: false, tracked: false })
   }

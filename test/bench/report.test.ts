@@ -166,8 +166,10 @@ describe('normalisation of each benchmark', () => {
       cpu_ms_per_doc: 17.8, baseline_cpu_ms_per_doc: 9.78,
       cpu_ms_per_doc_by_thread: { main: 6.5, compute: [3.5, 0.5], metadata: 2.25, other: 1.75, others: [3.5, 2.25, 1.5, 0.5, 0.25] },
       growth: { 1000: { documents_per_s: 40, peak_rss_mb: 380 }, 5000: { documents_per_s: 38, peak_rss_mb: 570 } },
+      memory_at_peak_mb: { rss: 380, heap_total: 120, array_buffers: 90.5, anonymous: 330 },
     } }
     const n = normalise('ingest', raw)
+    assert.ok(n.notes.includes('memory at the peak RSS, MB: rss 380, heap total 120, array buffers 90.5, anonymous 330'), n.notes.join('; '))
     const d = byMetric(n.comparisons, 'documents/s, end to end')
     assert.deepEqual([d.ours, d.baseline, d.ratio, d.target, d.target_of, d.target_at, d.met], [40, 50, 0.8, 1.2, 'ratio', 'at 1,000 documents', false])
     const cpu = byMetric(n.comparisons, 'CPU ms per document, all threads')
