@@ -12,6 +12,7 @@ import type { Logger } from '../../kernel/log.ts'
 import { newDocId, type DocRepo, type DocumentRecord } from '../docs/repo.ts'
 import { INGEST_TOPIC, type DocEvent, type DocsService } from '../docs/service.ts'
 import { isActive, truncateError, type DocStatus } from '../docs/states.ts'
+import { documentKey } from '../docs/storage-key.ts'
 import type { Egress, EgressResponse } from './egress.ts'
 import type { ConnectorRepo, ConnectorRow, LastSync } from './repo.ts'
 import type { SecretBox } from './secrets.ts'
@@ -484,7 +485,7 @@ export function createEngine(deps: EngineDeps) {
       if (added.oldKey !== undefined) oldKey = added.oldKey
     }
     if (!doc) return { result: 'busy' }
-    const key = `${c.kb_id}/${doc.doc_id}/${item.fileName}`
+    const key = documentKey(c.kb_id, doc.doc_id, item.fileName)
     let info
     try {
       info = await adapters.objects.put(key, item.body, { size: item.body.byteLength, contentType: item.contentType })

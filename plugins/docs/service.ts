@@ -11,6 +11,7 @@ import { kbNotFound, type KbService } from '../kb/service.ts'
 import { baseName, CONTENT_TYPES, contentDisposition, docTypeOf, extensionOf, titleFromFilename } from './formats.ts'
 import { addWithinDocCap, createDocRepo, docCapPrecheck, emptyCounts, newDocId, type DocCapBlock, type DocCounts, type DocRepo, type DocumentRecord, type ListFilter } from './repo.ts'
 import { markDistinct } from './dedup.ts'
+import { documentKey } from './storage-key.ts'
 import { FAIL_REASON, FAILABLE, isActive, RECOVER_REASON, STABLE, truncateError, UNDELETABLE, type DocStatus } from './states.ts'
 
 export const INGEST_TOPIC = 'ingest'
@@ -157,7 +158,7 @@ export function createDocsService(adapters: Adapters, settings: Readonly<Setting
     const max = await beforeDocument(kbId, source, caller, kind)
 
     const docId = newDocId()
-    const key = `${kbId}/${docId}/${source}`
+    const key = documentKey(kbId, docId, source)
     const guard = sizeGuard(source)
     let info
     try {

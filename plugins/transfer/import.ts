@@ -17,6 +17,7 @@ import { CONFIG_SCHEMAS, SOURCE_TYPES, type SourceType } from '../connectors/sch
 import { createCredentialPolicy } from '../connectors/secrets.ts'
 import { checkCron } from '../connectors/schedule.ts'
 import { sourceKey } from '../connectors/service.ts'
+import { documentKey, documentKeyName } from '../docs/storage-key.ts'
 import { DOC_ID_PATTERN, UUID_PATTERN } from '../../kernel/schemas.ts'
 import { STATUSES } from '../docs/states.ts'
 import { INGEST_TOPIC, type DocEvent } from '../docs/service.ts'
@@ -170,9 +171,7 @@ class Mapper {
   storageKey(doc: ArchiveDocument, docId: string): string {
     const old = doc.storage_key ?? ''
     if (this.same && old.startsWith(`${this.kbId}/`)) return old
-    const prefix = `${this.sourceKb}/${doc.doc_id}/`
-    const rest = old.startsWith(prefix) ? old.slice(prefix.length) : old.slice(old.lastIndexOf('/') + 1)
-    return `${this.kbId}/${docId}/${rest || 'file'}`
+    return documentKey(this.kbId, docId, documentKeyName(old, this.sourceKb, doc.doc_id) || 'file')
   }
 }
 

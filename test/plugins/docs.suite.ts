@@ -74,6 +74,7 @@ export function docsSuite(label: string, opts: StartOptions): void {
     assert.ok(doc.chunk_count >= 1)
     assert.equal(doc.embedding_model, svc.app.adapters.embedder.model)
     assert.equal(doc.connector_id, null)
+    assert.equal(doc.storage_key, `${kb}/${up.doc_id}-handbook.md`, 'stored beside the KB\'s other files, in no folder of its own')
     assert.equal(await svc.app.adapters.vectors.count(kb), doc.chunk_count)
 
     const dl = await svc.request(`/api/kb/${kb}/docs/${up.doc_id}/download`)
@@ -91,6 +92,63 @@ export function docsSuite(label: string, opts: StartOptions): void {
     assert.equal((await svc.request('/api/kb/ghost/docs/status')).status, 404)
     assert.equal((await svc.request(`/api/kb/${kb}/docs/0000000000000000/status`)).status, 404)
     assert.equal((await svc.request(`/api/kb/${kb}/docs/0000000000000000/download`)).status, 404)
+  })
+
+  it(`${label}: a file under the per-document folder of earlier keys, or under a name too long to share a segment with the doc_id, is read, replaced and deleted`, async (t) => {
+    const svc = await startApp(t, fast)
+    const objects = svc.app.adapters.objects
+    const kb = await newKb(svc)
+    const uploaded = async (name: string, body: string) => {
+      const id = ((await (await upload(svc, kb, name, body)).json()) as Json).doc_id
+      const doc = await settle(svc, kb, id)
+      assert.equal(doc.status, 'indexed', doc.last_error)
+      return doc
+    }
+    /** Moves a document's file where an earlier version stored it, in a folder named after the doc_id, and its row along. */
+    const toOldKey = async (doc: Json, body: string) => {
+      const oldKey = `${kb}/${doc.doc_id}/${doc.source}`
+      await objects.put(oldKey, Buffer.from(body))
+      await objects.delete([doc.storage_key])
+      await svc.app.adapters.sql.query('UPDATE documents SET storage_key = $2 WHERE doc_id = $1', [doc.doc_id, oldKey])
+      return oldKey
+    }
+    const download = async (id: string) => (await svc.request(`/api/kb/${kb}/docs/${id}/download`)).text()
+    const remove = async (id: string) => {
+      assert.equal((await svc.request(`/api/kb/${kb}/docs/${id}?force=true`, { method: 'DELETE' })).status, 202)
+      await waitFor(async () => (await svc.request(`/api/kb/${kb}/docs/${id}/status`)).status === 404, 'the document to be removed')
+    }
+
+    const text = md('Legacy', prose('legacy'))
+    const kept = await uploaded('kept.md', text)
+    const keptKey = await toOldKey(kept, text)
+    assert.equal(await download(kept.doc_id), text)
+
+    // A new version of a document stored under an old key takes a key of the new form; the old file goes.
+    const text1 = md('Replaced', prose('replaced'))
+    const replaced = await uploaded('replaced.md', text1)
+    const replacedKey = await toOldKey(replaced, text1)
+    const text2 = md('Legacy v2', prose('legacy-2'))
+    // (A stored file's key names the id drawn for its upload: the row keeps its doc_id.)
+    assert.match((await uploaded('replaced.md', text2)).storage_key, new RegExp(`^${kb}/[0-9a-f]{16}-replaced\\.md$`))
+    assert.equal(await objects.head(replacedKey), null)
+    assert.equal(await download(replaced.doc_id), text2)
+
+    const done = [kept, replaced]
+    // s3rver (the tests' S3) keeps an object in a file named after the key's last segment and 35 more bytes: it
+    // cannot store a name longer than 220 bytes.
+    if (objects.name === 'local') {
+      const longName = `${'n'.repeat(230)}.md`
+      const text3 = md('Long', prose('long'))
+      const long = await uploaded(longName, text3)
+      assert.equal(long.storage_key, `${kb}/${long.doc_id}/${longName}`)
+      assert.equal(await download(long.doc_id), text3)
+      done.push(long)
+    }
+    for (const doc of done) await remove(doc.doc_id)
+    assert.equal(await objects.head(keptKey), null)
+    const left: string[] = []
+    for await (const key of objects.list(`${kb}/`)) left.push(key)
+    assert.deepEqual(left, [])
   })
 
   it(`${label}: list filters, sorting with nulls last, paging and bad values`, async (t) => {

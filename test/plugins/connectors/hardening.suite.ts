@@ -258,7 +258,7 @@ export function hardeningSuite(label: string, opts: StartOptions & { pgLocks?: b
     assert.equal(elsewhere.requests.length, 0, 'the credential never went to the other host')
     await waitFor(async () => (await syncStatus(svc, c.connector_id)).doc_counts.indexed === 2, 'page and attachment indexed')
     const att = (await connectorDocs(svc, c.connector_id)).find((d) => d.source.includes('/download/'))
-    assert.ok(att.storage_key.endsWith('/escape.md'), att.storage_key)
+    assert.equal(att.storage_key, `${att.kb_id}/${att.doc_id}-escape.md`)
     assert.equal(att.title, 'escape')
   })
 
