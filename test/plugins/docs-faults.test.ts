@@ -11,13 +11,13 @@ import { stringify } from 'yaml'
 import { createLogger } from '../../kernel/log.ts'
 import type { DocsPlugin } from '../../plugins/docs/index.ts'
 import { INGEST_TOPIC } from '../../plugins/docs/service.ts'
-import { createWorker, type Processor } from '../../plugins/docs/worker.ts'
+import { createWorker } from '../../plugins/docs/worker.ts'
 import { startApp, type StartedApp } from '../helpers/app.ts'
 import { startFakeEmbeddingServer } from '../helpers/fake-embedding-server.ts'
 import { startS3rver } from '../helpers/s3rver.ts'
 import { skipUnless } from '../helpers/services.ts'
 import { waitFor } from '../helpers/wait.ts'
-import { md, newKb, prose, settle, status, upload } from './docs.suite.ts'
+import { indexingProcessor, md, newKb, prose, settle, status, upload } from './docs.suite.ts'
 
 type Json = any
 
@@ -208,14 +208,7 @@ describe('a pending document whose event never reached the queue (the process di
     const svc = await startApp(t, { settings: { queue_worker: { enabled: false } } })
     const kb = await newKb(svc)
     const repo = svc.app.use<DocsPlugin>('docs').service.repo
-    const processor: Processor = {
-      async ingest(doc) {
-        await repo.transition(doc.doc_id, ['running'], 'indexed')
-      },
-      async remove() {
-        throw new Error('no delete was queued')
-      },
-    }
+    const processor = indexingProcessor(repo)
     let bursts = 0
     const w = createWorker({ queue: svc.app.adapters.queue, repo, processor, log: createLogger('SILENT'), afterBurst: () => bursts++ }, {
       maxWorkers: 2, maxPerPoll: 2, pollIntervalMs: 50, retryIntervalMs: 50, leaseMs: 60_000, heartbeatMs: 10_000, staleMs: 60_000,
@@ -251,15 +244,7 @@ describe('a pending document whose event never reached the queue (the process di
     const repo = svc.app.use<DocsPlugin>('docs').service.repo
     // The worker of another process, with a processor that records what it is given and indexes it.
     const seen: string[] = []
-    const processor: Processor = {
-      async ingest(doc) {
-        seen.push(doc.doc_id)
-        await repo.transition(doc.doc_id, ['running'], 'indexed')
-      },
-      async remove() {
-        throw new Error('no delete was queued')
-      },
-    }
+    const processor = indexingProcessor(repo, (doc) => void seen.push(doc.doc_id))
     const workerWith = (staleMs: number) => {
       const w = createWorker({ queue: svc.app.adapters.queue, repo, processor, log: createLogger('SILENT') }, {
         maxWorkers: 2, maxPerPoll: 2, pollIntervalMs: 50, retryIntervalMs: 50, leaseMs: 60_000, heartbeatMs: 10_000, staleMs,

@@ -7,9 +7,9 @@ import { createLogger } from '../../kernel/log.ts'
 import type { DocsPlugin } from '../../plugins/docs/index.ts'
 import { createDocRepo } from '../../plugins/docs/repo.ts'
 import { INGEST_TOPIC } from '../../plugins/docs/service.ts'
-import { createWorker, refillBelow, type Processor } from '../../plugins/docs/worker.ts'
+import { createWorker, refillBelow } from '../../plugins/docs/worker.ts'
 import { startApp } from '../helpers/app.ts'
-import { md, newKb, prose, upload } from './docs.suite.ts'
+import { indexingProcessor, md, newKb, prose, upload } from './docs.suite.ts'
 
 type Json = any
 
@@ -35,21 +35,15 @@ describe('worker refill', () => {
     let most = 0
     let turn = Promise.resolve()
     const done: string[] = []
-    const processor: Processor = {
-      async ingest(doc) {
-        active++
-        most = Math.max(most, active)
-        const mine = turn.then(() => new Promise<void>((resolve) => setTimeout(resolve, 20)))
-        turn = mine
-        await mine
-        active--
-        done.push(doc.doc_id)
-        await svc.app.use<DocsPlugin>('docs').service.repo.transition(doc.doc_id, ['running'], 'indexed')
-      },
-      async remove() {
-        throw new Error('no delete was queued')
-      },
-    }
+    const processor = indexingProcessor(svc.app.use<DocsPlugin>('docs').service.repo, async (doc) => {
+      active++
+      most = Math.max(most, active)
+      const mine = turn.then(() => new Promise<void>((resolve) => setTimeout(resolve, 20)))
+      turn = mine
+      await mine
+      active--
+      done.push(doc.doc_id)
+    })
     const w = createWorker({ queue: svc.app.adapters.queue, repo, processor, log: createLogger('SILENT') }, {
       maxWorkers: 5, maxPerPoll: 5, pollIntervalMs: 50, retryIntervalMs: 50, leaseMs: 60_000, heartbeatMs: 10_000, staleMs: 60_000,
     })
@@ -69,15 +63,7 @@ describe('worker refill', () => {
     const kb = await newKb(svc)
     const repo = svc.app.use<DocsPlugin>('docs').service.repo
     const seen: string[] = []
-    const processor: Processor = {
-      async ingest(doc) {
-        seen.push(doc.doc_id)
-        await repo.transition(doc.doc_id, ['running'], 'indexed')
-      },
-      async remove() {
-        throw new Error('no delete was queued')
-      },
-    }
+    const processor = indexingProcessor(repo, (doc) => void seen.push(doc.doc_id))
     const w = createWorker({ queue: svc.app.adapters.queue, repo, processor, log: createLogger('SILENT') }, {
       maxWorkers: 5, maxPerPoll: 5, pollIntervalMs: 60_000, retryIntervalMs: 50, leaseMs: 60_000, heartbeatMs: 10_000, staleMs: 60_000,
     })

@@ -1,12 +1,27 @@
 // The document endpoints (spec 4.7) and the lifecycle (spec 3.1) through HTTP, on either driver set.
 import { it } from 'node:test'
 import assert from 'node:assert/strict'
+import type { DocRepo, DocumentRecord } from '../../plugins/docs/repo.ts'
+import type { Processor } from '../../plugins/docs/worker.ts'
 import { startApp, uniqueId, type StartOptions, type StartedApp } from '../helpers/app.ts'
 import { waitFor } from '../helpers/wait.ts'
 
 type Json = any
 
 export const md = (title: string, body: string) => `# ${title}\n\n${body}\n`
+
+/** A worker's processor that marks each document it is given indexed (no pipeline), after `first` when given; no delete is expected. */
+export function indexingProcessor(repo: DocRepo, first?: (doc: DocumentRecord) => void | Promise<void>): Processor {
+  return {
+    async ingest(doc) {
+      await first?.(doc)
+      await repo.transition(doc.doc_id, ['running'], 'indexed')
+    },
+    async remove() {
+      throw new Error('no delete was queued')
+    },
+  }
+}
 const WORDS = ('policy leave employee manager request approval days annual sick parental holiday calendar payroll benefit contract ' +
   'notice period overtime schedule team office remote travel expense receipt budget training review goal project deadline client ' +
   'meeting report quality safety incident laptop access badge security password network support ticket escalation vacation ' +
