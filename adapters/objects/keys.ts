@@ -5,7 +5,7 @@ import { AppError } from '../../kernel/errors.ts'
 /** S3's limit on a key, in UTF-8 bytes. */
 const MAX_KEY_BYTES = 1024
 /** Most file systems stop at 255 bytes a name; the local driver adds a suffix to sidecar names. */
-const MAX_SEGMENT_BYTES = 240
+export const MAX_SEGMENT_BYTES = 240
 
 const badKey = (key: string, why: string) =>
   new AppError('OBJECT_KEY_INVALID', 422, `Invalid object key ${JSON.stringify(key)}: ${why}`)

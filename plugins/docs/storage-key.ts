@@ -3,14 +3,12 @@
 // failed rename, a mkdir (a directory inode) and a second folder fsync, and each delete an rmdir. A name too long
 // to share one path segment with the doc_id keeps the folder form. Keys are opaque once stored: a row keeps the
 // key it was written with, of either form, and is read, deleted and exported through it.
-
-/** Object keys' limit on one path segment, in UTF-8 bytes (adapters/objects/keys.ts, checked by every driver). */
-const SEGMENT_BYTES_MAX = 240
+import { MAX_SEGMENT_BYTES } from '../../adapters/objects/keys.ts'
 
 /** The key of document docId's original, named fileName, in KB kbId. */
 export function documentKey(kbId: string, docId: string, fileName: string): string {
   const flat = `${docId}-${fileName}`
-  return Buffer.byteLength(flat) <= SEGMENT_BYTES_MAX ? `${kbId}/${flat}` : `${kbId}/${docId}/${fileName}`
+  return Buffer.byteLength(flat) <= MAX_SEGMENT_BYTES ? `${kbId}/${flat}` : `${kbId}/${docId}/${fileName}`
 }
 
 /** The file name in a key that documentKey made, in either form, for (kbId, docId); otherwise the key's last segment. */
