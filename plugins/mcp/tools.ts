@@ -10,7 +10,7 @@ import { couldExist } from '../../kernel/schemas.ts'
 import { publicRecord, type DocsService } from '../docs/service.ts'
 import type { AuthzService } from '../authz/types.ts'
 import type { KbService } from '../kb/service.ts'
-import { SearchFilterArg } from '../search/filter.ts'
+import { SearchFilterArg } from './filter-arg.ts'
 import { MAX_QUERY_CHARS, TOP_K_MAX } from '../search/schemas.ts'
 import type { SearchResultItem, SearchService } from '../search/service.ts'
 

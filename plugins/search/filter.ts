@@ -1,25 +1,24 @@
 // Metadata filters of a search (`options.filter`, issue 16 part 5): what a request may say, as the REST schema
-// (TypeBox) and the MCP tool's argument (zod), and how it becomes the vector stores' VectorFilter. Every field
+// (TypeBox; the MCP tool's zod copy is plugins/mcp/filter-arg.ts), and how it becomes the vector stores' VectorFilter. Every field
 // but `tags` is a condition on the chunks, applied inside each KB's index before its top-k cut
 // (adapters/ports.ts VectorFilter), so a filtered search still returns top_k hits when that many match. `tags`
 // are the KBs' own tags: they choose which of the named KBs take part, so they are resolved here, per request,
 // against the metadata store (a KB whose tags change is never served from an answer cached under its old tags:
 // the narrowed KB list is part of the plan the cache key is made of).
 import { Type, type Static } from '@sinclair/typebox'
-import * as z from 'zod'
 import type { SqlRunner, VectorFilter } from '../../adapters/ports.ts'
 import { clip, ValidationError } from '../../kernel/errors.ts'
 import { DOC_ID_PATTERN } from '../../kernel/schemas.ts'
 
 export const FILTER_LIST_MAX = 100
 export const FILTER_DOC_IDS_MAX = 1000
-const VALUE_MAX = 256
-const PREFIX_MAX = 2048
+export const VALUE_MAX = 256
+export const PREFIX_MAX = 2048
 
 /** RFC 3339: a date, or a date and time with its zone (a time without a zone would be read in the server's). */
-const TIME_PATTERN = '^\\d{4}-\\d{2}-\\d{2}(T\\d{2}:\\d{2}(:\\d{2}(\\.\\d+)?)?(Z|[+-]\\d{2}:\\d{2}))?$'
+export const TIME_PATTERN = '^\\d{4}-\\d{2}-\\d{2}(T\\d{2}:\\d{2}(:\\d{2}(\\.\\d+)?)?(Z|[+-]\\d{2}:\\d{2}))?$'
 
-const DESCRIPTIONS = {
+export const DESCRIPTIONS = {
   filter: 'Only chunks matching every given field are searched (inside the index: top_k is still filled when that many match).',
   doc_ids: `Only these documents (1 to ${FILTER_DOC_IDS_MAX} doc_ids).`,
   source_type: 'Only documents of this source type (file, web, confluence, github, ...), or of any in a list.',
@@ -53,20 +52,6 @@ export const SearchFilter = Type.Object({
 }, { additionalProperties: false, title: 'SearchFilter', description: DESCRIPTIONS.filter })
 
 export type SearchFilterInput = Static<typeof SearchFilter>
-
-/** The same argument for the MCP `search` tool (the MCP SDK validates with zod). */
-const zOneOrMany = (name: keyof typeof DESCRIPTIONS) =>
-  z.union([z.string().min(1).max(VALUE_MAX), z.array(z.string().min(1).max(VALUE_MAX)).min(1).max(FILTER_LIST_MAX)]).describe(DESCRIPTIONS[name])
-const zTime = (name: 'updated_after' | 'updated_before') => z.string().regex(new RegExp(TIME_PATTERN)).describe(DESCRIPTIONS[name])
-export const SearchFilterArg = z.strictObject({
-  doc_ids: z.array(z.string().regex(new RegExp(DOC_ID_PATTERN))).min(1).max(FILTER_DOC_IDS_MAX).optional().describe(DESCRIPTIONS.doc_ids),
-  source_type: zOneOrMany('source_type').optional(),
-  doc_type: zOneOrMany('doc_type').optional(),
-  source_prefix: z.string().min(1).max(PREFIX_MAX).optional().describe(DESCRIPTIONS.source_prefix),
-  tags: zOneOrMany('tags').optional(),
-  updated_after: zTime('updated_after').optional(),
-  updated_before: zTime('updated_before').optional(),
-}).describe(DESCRIPTIONS.filter)
 
 /** What a search does with a filter: the chunk conditions for every KB's store, and the tags that narrow the KBs. */
 export interface ResolvedFilter {

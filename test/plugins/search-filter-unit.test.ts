@@ -7,7 +7,8 @@ import { Value } from '@sinclair/typebox/value'
 import * as z from 'zod'
 import type { SqlRunner } from '../../adapters/ports.ts'
 import { ValidationError } from '../../kernel/errors.ts'
-import { FILTER_DOC_IDS_MAX, FILTER_LIST_MAX, planFilter, resolveFilter, SearchFilter, SearchFilterArg, type SearchFilterInput } from '../../plugins/search/filter.ts'
+import { SearchFilterArg } from '../../plugins/mcp/filter-arg.ts'
+import { FILTER_DOC_IDS_MAX, FILTER_LIST_MAX, planFilter, resolveFilter, SearchFilter, type SearchFilterInput } from '../../plugins/search/filter.ts'
 
 type Json = any
 

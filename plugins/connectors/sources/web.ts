@@ -4,11 +4,10 @@
 // only. Text is extracted by the service's HTML parser under ingestion.html_extraction_policy; the stored
 // document is the page's HTML, which the pipeline parses the same way.
 import { createHash } from 'node:crypto'
-import { parseHTML } from 'linkedom'
+import type { parseHTML } from 'linkedom'
 import type { SqlRunner } from '../../../adapters/ports.ts'
 import { decodeText } from '../../../compute/parse/encoding.ts'
 import { checkHtmlDepth } from '../../../compute/parse/html-depth.ts'
-import { extractHtmlText, sniffHtmlCharset } from '../../../compute/parse/html.ts'
 import { collapseSpaces } from '../../../compute/parse/text-util.ts'
 import { crawlCapped, SyncFailure, SyncStopped, USER_AGENT, type Source, type SourceResponse, type SyncContext } from '../engine.ts'
 import { ALLOW_ALL, parseRobots, type Robots } from '../robots.ts'
@@ -17,6 +16,13 @@ import { inScope, isPagination, normaliseUrl, passesPatterns, requestUrl } from 
 import type { WebConfigT } from '../schemas.ts'
 
 const MAX_REDIRECTS = 5
+
+/**
+ * The HTML parsers (linkedom, Readability and what they import: about 300 modules, most of a second of CPU to load),
+ * loaded with the first page a crawl fetches instead of with the connectors plugin at every start.
+ */
+let htmlParsers: Promise<[typeof import('linkedom'), typeof import('../../../compute/parse/html.ts')]> | undefined
+const loadHtmlParsers = () => (htmlParsers ??= Promise.all([import('linkedom'), import('../../../compute/parse/html.ts')]))
 const ROBOTS_TOKEN = 'quarry-webconnector'
 const ROBOTS_MAX_BYTES = 512 * 1024
 
@@ -279,6 +285,7 @@ export function createWebSource(sql: SqlRunner): Source {
         ctx.counters.skipped++
         return
       }
+      const [{ parseHTML }, { extractHtmlText, sniffHtmlCharset }] = await loadHtmlParsers()
       const charset = /charset\s*=\s*"?([\w:.-]+)/i.exec(res.headers.get('content-type') ?? '')?.[1] ?? sniffHtmlCharset(bytes)
       const html = decodeText(bytes, { declaredCharset: charset }).text
       // Before any DOM is built: a page nested thousands deep costs minutes of CPU in the parsers (and would fail later).
