@@ -271,10 +271,24 @@ describe('a cluster of 2 API and 2 worker processes', { skip: missing() }, () =>
     at('all uploads accepted')
 
     // --- afterwards ---------------------------------------------------------------------------------------------------
+    // What was left and why, for a failure: the rows not settled, and the end of every process's log.
+    const leftBehind = async (why: string) => {
+      const left = await sql`SELECT doc_id, source, status, process_started_at, heartbeat_at, updated_at, last_error FROM documents
+        WHERE status NOT IN ('indexed', 'failed') ORDER BY updated_at LIMIT 20`.catch((e: Error) => e.message)
+      return new Error(`${why}; faults ${faults.join('; ')}; left ${JSON.stringify(left)}\n${procs.map((p) => `--- ${p.name}\n${p.log.slice(-4000)}`).join('\n')}`)
+    }
+    let lastCounts: Json = null
     const settled = await waitFor(async () => {
+      // A process that died by itself (not the kill above) is the failure, whatever the counts.
+      const dead = procs.find((p) => p.child && (p.child.exitCode !== null || p.child.signalCode !== null))
+      if (dead) return { dead: `${dead.name} exited (${dead.child!.exitCode ?? dead.child!.signalCode}) while the documents settled` }
       const c = ((await (await call(apis[0], `/api/kb/${KB}/docs/status`)).json()) as Json).doc_counts
+      lastCounts = c
       return c.pending + c.running + c.uploading + c.deleting === 0 ? c : null
-    }, 'every document to settle', 600_000, 1000)
+    }, 'every document to settle', 600_000, 1000).catch(async (err: Error) => {
+      throw await leftBehind(`${err.message}; counts ${JSON.stringify(lastCounts)}`)
+    })
+    if (settled.dead) throw await leftBehind(settled.dead)
     at('every document settled')
 
     const list = async (api: string) => {
