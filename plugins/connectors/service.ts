@@ -292,6 +292,8 @@ export function createConnectorsService(opts: ConnectorsOptions) {
           if (consuming) log.warn({ err }, 'connector queue poll failed; retrying')
         }
       }
+      // Closed while the poll above was out (its nudge found no wait to end): no wait of a whole poll interval.
+      if (!consuming) break
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, pollMs)
         wake = () => {

@@ -197,6 +197,8 @@ export function createWorker(deps: { queue: Queue; repo: DocRepo; processor: Pro
         })
       }
       if (batch.length === 0 || active.size > refillAt) {
+        // Stopped while the queue was asked (stop's nudge found no wait to end): no wait of a whole poll interval.
+        if (!running) break
         if (active.size === 0 && batch.length === 0) {
           armBurstEnd()
           await notifyIfIdle()
