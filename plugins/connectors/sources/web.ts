@@ -16,6 +16,8 @@ import { inScope, isPagination, normaliseUrl, passesPatterns, requestUrl } from 
 import type { WebConfigT } from '../schemas.ts'
 
 const MAX_REDIRECTS = 5
+const ROBOTS_TOKEN = 'quarry-webconnector'
+const ROBOTS_MAX_BYTES = 512 * 1024
 
 /**
  * The HTML parsers (linkedom, Readability and what they import: about 300 modules, most of a second of CPU to load),
@@ -23,8 +25,6 @@ const MAX_REDIRECTS = 5
  */
 let htmlParsers: Promise<[typeof import('linkedom'), typeof import('../../../compute/parse/html.ts')]> | undefined
 const loadHtmlParsers = () => (htmlParsers ??= Promise.all([import('linkedom'), import('../../../compute/parse/html.ts')]))
-const ROBOTS_TOKEN = 'quarry-webconnector'
-const ROBOTS_MAX_BYTES = 512 * 1024
 
 interface PageState {
   etag: string | null
