@@ -31,6 +31,7 @@ import { promisify } from 'node:util'
 import type { RowSet } from './filter.ts'
 import { createQueryDot } from './dot.ts'
 import { readAllSync, writeAllSync } from './files.ts'
+import { rescoredRows } from './rescore.ts'
 import { TopK } from './top-k.ts'
 
 export type Usearch = typeof import('usearch').default
@@ -229,19 +230,6 @@ export function quantizeI8(src: Float32Array, d: number, out: Int8Array): void {
     const scale = 127 / max
     for (let i = from; i < from + d; i++) out[i] = Math.round(src[i] * scale)
   }
-}
-
-/**
- * Graph candidates a search with exact scores rescores: more than k, so that quantized distances cannot push a true
- * top-k row out at the border; max(2k, k + 10) at full effort. A KB searched among several (effort < 1, its share
- * of the chunks searched) gets that margin times its share: it holds about that share of the pooled top k, so its
- * border rows reach the results that much less often, and each rescored row is a 4 KB read of the spill file. Over
- * ten KBs of 10k chunks (search bench data, 200 queries) the merged top 10's recall@10 against an exact scan was
- * 0.5605 with 10 rows rescored per KB and with 20, and each KB's own 0.3679 against 0.3686.
- */
-export function rescoredRows(k: number, effort = 1): number {
-  const margin = Math.max(k, 10)
-  return k + (effort > 0 && effort < 1 ? Math.ceil(margin * effort) : margin)
 }
 
 export class DenseIndex {

@@ -30,6 +30,7 @@ import { AppError, serviceUnavailable } from '../../kernel/errors.ts'
 import type { ChunkPayload, VectorFilter, VectorHit, VectorPoint, VectorQuery, VectorStore } from '../ports.ts'
 import { checkKbId, dimensionMismatch, invalidPoint, pointProblem } from './errors.ts'
 import { checkFilter } from './filter.ts'
+import { rescoredRows } from './rescore.ts'
 
 export interface PgvectorVectorStoreOptions {
   host: string
@@ -396,16 +397,19 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
   type Row = { score: number; chunk_id: string; payload: string }
   const toHits = (rows: readonly Row[]) => rows.map((r) => hitOf(Number(r.score), r.chunk_id, r.payload))
 
-  const denseSearch = async (c: Collection, vector: Float32Array, limit: number, effort: number | undefined, filter: VectorFilter | undefined): Promise<VectorHit[]> => {
-    const params: unknown[] = [vectorText(vector), limit]
+  const denseSearch = async (c: Collection, vector: Float32Array, limit: number, effort: number | undefined, filter: VectorFilter | undefined, rankOnly: boolean): Promise<VectorHit[]> => {
+    // The index orders the scan by halfvec distance (and only roughly under an iterative scan): two rows a hair apart
+    // at the border can come out of it in the wrong order, so a search with exact scores takes more candidates than
+    // `limit` (rescoredRows, as the embedded store rescores its quantized graph's) and cuts the list by the exact f32
+    // distance. A rankOnly search (hybrid fusion reads ranks only) takes `limit`, as the embedded store does.
+    const fetch = rankOnly ? limit : rescoredRows(limit, effort)
+    const params: unknown[] = [vectorText(vector), limit, fetch]
     const cond = filter === undefined ? 'TRUE' : filterSql(filter, params)
     const dist = `${indexExpr(c)} <=> ${queryExpr(c, '$1')}`
-    // The index orders the scan (relaxed under iterative scans): the outer query orders by the exact distance, and the
-    // score is the exact f32 cosine even when the index is on halfvec.
     const text = `WITH h AS MATERIALIZED (
-        SELECT p.chunk_id, p.payload, p.dense <=> $1::vector(${c.dims}) AS d FROM ${c.table} p WHERE ${cond} ORDER BY ${dist} LIMIT $2)
-      SELECT 1 - d AS score, chunk_id, payload FROM h ORDER BY d + 0`
-    const ef = effort !== undefined && effort > 0 && effort < 1 ? Math.min(1000, Math.max(limit, Math.ceil(efSearch * effort))) : efSearch
+        SELECT p.chunk_id, p.payload, p.dense <=> $1::vector(${c.dims}) AS d FROM ${c.table} p WHERE ${cond} ORDER BY ${dist} LIMIT $3)
+      SELECT 1 - d AS score, chunk_id, payload FROM h ORDER BY d + 0, chunk_id LIMIT $2`
+    const ef = effort !== undefined && effort > 0 && effort < 1 ? Math.min(1000, Math.max(fetch, Math.ceil(efSearch * effort))) : Math.max(fetch, efSearch)
     let rows: Row[]
     if (ef === efSearch) {
       rows = await run(`search ${c.table}`, () => q<Row>(text, params), true)
@@ -420,9 +424,11 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
     if (rows.length < limit && filter !== undefined) {
       // The iterative scan stopped at hnsw.max_scan_tuples before `limit` rows passed the filter (or fewer pass at
       // all): rank the rows the filter keeps exactly. `+ 0` keeps the planner off the HNSW index.
+      const exact: unknown[] = [params[0], limit]
+      const kept = filterSql(filter, exact)
       rows = await run(`search ${c.table}`, () => q<Row>(
-        `SELECT 1 - (p.dense <=> $1::vector(${c.dims})) AS score, p.chunk_id, p.payload FROM ${c.table} p WHERE ${cond}
-         ORDER BY (p.dense <=> $1::vector(${c.dims})) + 0 LIMIT $2`, params), true)
+        `SELECT 1 - (p.dense <=> $1::vector(${c.dims})) AS score, p.chunk_id, p.payload FROM ${c.table} p WHERE ${kept}
+         ORDER BY (p.dense <=> $1::vector(${c.dims})) + 0, p.chunk_id LIMIT $2`, exact), true)
     }
     return toHits(rows)
   }
@@ -519,7 +525,7 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
         if (query.dense !== undefined && query.dense.length !== c.dims) throw dimensionMismatch(kbId, c.dims, query.dense.length)
         const wantSparse = query.sparse !== undefined && query.sparse.indices.length > 0
         const [dense, sparse] = await Promise.all([
-          query.dense === undefined ? [] : denseSearch(c, query.dense, limit, query.effort, query.filter),
+          query.dense === undefined ? [] : denseSearch(c, query.dense, limit, query.effort, query.filter, query.rankOnly === true),
           wantSparse ? sparseSearch(c, query.sparse!, limit, query.filter) : [],
         ])
         return { dense, sparse }

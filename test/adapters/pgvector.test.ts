@@ -67,6 +67,13 @@ function randomPoints(kb: string, n: number, seed: number, dims = DIMS, docSize 
 const exactTop = (points: readonly VectorPoint[], q: Float32Array, k: number) =>
   points.map((p) => ({ id: p.payload.chunk_id, s: cosine(q, p.dense) })).sort((a, b) => b.s - a.s).slice(0, k)
 
+/** x rounded to the nearest IEEE half-precision value (normal range, as halfvec stores values of this size). */
+function toHalf(x: number): number {
+  if (x === 0) return 0
+  const ulp = 2 ** (Math.max(Math.floor(Math.log2(Math.abs(x))), -14) - 10)
+  return Math.round(x / ulp) * ulp
+}
+
 /** How many index scans PostgreSQL counted on the collection's HNSW index (statistics arrive within a few seconds). */
 async function hnswScans(sql: postgres.Sql, kb: string): Promise<number> {
   const rows = await sql`SELECT s.idx_scan::int AS n FROM quarry_vector_collections c
@@ -331,6 +338,40 @@ describe('pgvector driver', { skip }, () => {
     assert.equal(share.dense.length, 30)
     assert.equal(full.dense[0].id, points[3].payload.chunk_id)
     for (const h of share.dense) assert.ok(Math.abs(h.score - cosine(q, points.find((p) => p.payload.chunk_id === h.id)!.dense)) < 1e-5)
+  })
+
+  it('returns the exact top k when the halfvec index ranks the two rows at its border the other way round', async () => {
+    // The 10th and 11th rows by exact cosine are 1e-4 apart, and their halfvec distances (what the index orders by)
+    // put the 11th first: a search that cut the index's order at `limit` would return the 11th in place of the 10th.
+    const kb = kbName('border')
+    const r = rng(21)
+    const dims = 32
+    const unit = (v: number[]) => {
+      const n = Math.hypot(...v)
+      return v.map((x) => x / n)
+    }
+    const q = unit(Array.from({ length: dims }, () => r() * 2 - 1))
+    const near = Array.from({ length: 9 }, () => q.map((x) => x + (r() - 0.5) * 0.05))
+    const far = Array.from({ length: 20 }, () => Array.from({ length: dims }, () => r() * 2 - 1)).filter((v) => cosine(q, v) < 0.3)
+    // Candidates of cosine about 0.5; the pair whose exact and halfvec orders disagree most clearly.
+    const pool = Array.from({ length: 600 }, () => q.map((x) => 0.5 * x + (r() - 0.5) * 0.3))
+    const scored = pool.map((v) => ({ v, exact: cosine(q, v), half: cosine(q.map(toHalf), v.map(toHalf)) })).sort((a, b) => b.exact - a.exact)
+    let pair: { ten: number[]; eleven: number[]; flip: number } | undefined
+    for (let i = 0; i + 1 < scored.length; i++) {
+      const [a, b] = [scored[i], scored[i + 1]]
+      const flip = b.half - a.half
+      if (a.exact - b.exact > 1e-6 && a.exact - b.exact < 1e-4 && flip > 2e-5 && (!pair || flip > pair.flip)) pair = { ten: a.v, eleven: b.v, flip }
+    }
+    assert.ok(pair, 'a pair of rows the halfvec order swaps')
+    const vectors = [...near, pair.ten, pair.eleven, ...far]
+    await store.upsert(kb, vectors.map((v, i) => point(kb, `d${i}`, 0, v)))
+    const [coll] = await sql`SELECT id FROM quarry_vector_collections WHERE kb_id = ${kb}`
+    const table = `quarry_vec_${coll.id}`
+    const halfOrder = await sql.unsafe(`SELECT doc_id FROM ${table} WHERE doc_id IN ('d9', 'd10') ORDER BY dense::halfvec(${dims}) <=> $1::halfvec(${dims})`, [`[${q.join(',')}]`])
+    assert.deepEqual(halfOrder.map((x) => x.doc_id), ['d10', 'd9'], 'pgvector\'s halfvec distances swap the two')
+    const { dense } = await store.search(kb, { dense: Float32Array.from(q), limit: 10 })
+    assert.deepEqual(dense.map((h) => h.payload.doc_id).sort(), ['d0', 'd1', 'd2', 'd3', 'd4', 'd5', 'd6', 'd7', 'd8', 'd9'])
+    assert.deepEqual(dense.map((h) => h.id), exactTop(vectors.map((v, i) => point(kb, `d${i}`, 0, v)), Float32Array.from(q), 10).map((e) => e.id))
   })
 
   it('indexes vectors above 2,000 dimensions as halfvec and scores them exactly; refuses more than 4,000', async () => {
