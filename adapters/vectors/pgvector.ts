@@ -409,7 +409,7 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
     const text = `WITH h AS MATERIALIZED (
         SELECT p.chunk_id, p.payload, p.dense <=> $1::vector(${c.dims}) AS d FROM ${c.table} p WHERE ${cond} ORDER BY ${dist} LIMIT $3)
       SELECT 1 - d AS score, chunk_id, payload FROM h ORDER BY d + 0, chunk_id LIMIT $2`
-    const ef = effort !== undefined && effort > 0 && effort < 1 ? Math.min(1000, Math.max(fetch, Math.ceil(efSearch * effort))) : Math.max(fetch, efSearch)
+    const ef = effort !== undefined && effort > 0 && effort < 1 ? Math.min(1000, Math.max(fetch, Math.ceil(efSearch * effort))) : efSearch
     let rows: Row[]
     if (ef === efSearch) {
       rows = await run(`search ${c.table}`, () => q<Row>(text, params), true)

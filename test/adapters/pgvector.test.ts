@@ -341,7 +341,7 @@ describe('pgvector driver', { skip }, () => {
   })
 
   it('returns the exact top k when the halfvec index ranks the two rows at its border the other way round', async () => {
-    // The 10th and 11th rows by exact cosine are 1e-4 apart, and their halfvec distances (what the index orders by)
+    // The 10th and 11th rows by exact cosine are less than 1e-4 apart, and their halfvec distances (what the index orders by)
     // put the 11th first: a search that cut the index's order at `limit` would return the 11th in place of the 10th.
     const kb = kbName('border')
     const r = rng(21)
