@@ -11,7 +11,7 @@ import { md, newKb, prose, settle, status, upload } from './docs.suite.ts'
 type Json = any
 
 /** About `mb` MB of plain text in sections. */
-function bigText(seed: string, mb = 4): string {
+function bigText(seed: string, mb = 8): string {
   const parts: string[] = []
   let size = 0
   for (let i = 0; size < mb * 1024 * 1024; i++) {
@@ -35,8 +35,11 @@ const parentRows = async (svc: StartedApp, docId: string) =>
   (await svc.app.adapters.sql.query<{ n: number }>('SELECT count(*)::int AS n FROM parent_chunks WHERE doc_id = $1', [docId]))[0].n
 
 export function docsStopSuite(label: string, opts: StartOptions): void {
-  // One worker slot. Small chunks: 4 MB make some 23,000 of them, several seconds of work (a run stops in a fraction of
-  // that), so the comparison below holds with a wide margin on a loaded machine.
+  // One worker slot. Small chunks: 8 MB make some 46,000 of them, about 3 s of work on an idle 2-core machine. Stopping
+  // a run and indexing the next document takes a time that does not grow with the document: up to a watch tick
+  // (0.5 s) before the worker sees a row changed elsewhere, then the small document's own run, about 0.35 s on
+  // PostgreSQL + Redis + S3 (1.0 s from the big run's start in all, measured). With 4 MB (1.5 s un-stopped) that went
+  // past the half below on a loaded CI machine (1,349 ms against half of 2,582), so the document is twice that.
   const settings = {
     queue_worker: { max_workers: 1 }, queue_poll: { poll_interval_sec: 0.2, retry_interval_sec: 0.2 }, chunking: { chunk_size: 256, chunk_overlap: 32 },
     ...opts.settings,
