@@ -116,6 +116,55 @@ export function collectGarbage(): number | null {
   return performance.now() - started
 }
 
+/** glibc's libc, loaded through koffi once: null off glibc or where koffi has no build for the platform. */
+let libc: { func(decl: string): (...args: number[]) => number } | null | undefined
+
+function glibc(): { func(decl: string): (...args: number[]) => number } | null {
+  if (libc === undefined) {
+    libc = null
+    try {
+      if (onGlibc()) {
+        const koffi = createRequire(import.meta.url)('koffi') as { load(lib: string): { func(decl: string): (...args: number[]) => number } }
+        libc = koffi.load('libc.so.6')
+      }
+    } catch {
+      // No koffi build for this platform: nothing to call.
+    }
+  }
+  return libc
+}
+
+/** mallopt's parameters (glibc's malloc.h): M_TRIM_THRESHOLD, M_MMAP_THRESHOLD. */
+const M_TRIM_THRESHOLD = -1
+const M_MMAP_THRESHOLD = -3
+
+/**
+ * glibc's mmap and trim thresholds, bytes: glibc's own starting values, kept. Left to itself, glibc raises the mmap
+ * threshold to the size of each mapped block freed (up to 32 MB) and its trim threshold to twice that: once the vector
+ * store has dropped a 16 MB arena segment, every block below 16 MB comes from the heap and up to 32 MB may stay free
+ * at its top (malloc_trim, trimHeap, gives that back only once a second). Fixed, a block of 128 KB or more that the
+ * heap's free chunks cannot hold gets a mapping of its own, unmapped when freed, and free space at the heap's top
+ * past 128 KB goes back to the OS when a block is freed. bench/ingest.bench.ts --service-only --documents=5000 (AMD
+ * EPYC Zen 1, 2 cores, runs in turn): peak RSS 530, 533, 529, 535 MB (526 and 531 with a 64 KB mmap threshold alone)
+ * against 546, 547, 548, 554, 559 and 564 MB; CPU per document 23.8-25.2 ms against 23.5-24.7 (within the runs'
+ * spread). Search under load (bench/search.bench.ts --quick, one run each way) within 4 %.
+ */
+export const MMAP_THRESHOLD_BYTES = 128 * 1024
+
+/**
+ * Fixes glibc's mmap and trim thresholds at `bytes` (mallopt, through koffi), which also stops glibc from raising
+ * them (MMAP_THRESHOLD_BYTES says why). Once per process, at start: kernel/main.ts and the benchmarks' service
+ * processes. True when glibc took them; null off glibc or without koffi. An environment that sets either
+ * (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, or either in GLIBC_TUNABLES) is left as it is: false.
+ */
+export function fixMmapThreshold(env: Readonly<Record<string, string | undefined>> = process.env, bytes = MMAP_THRESHOLD_BYTES): boolean | null {
+  const lib = glibc()
+  if (lib === null) return null
+  if (env.MALLOC_MMAP_THRESHOLD_ !== undefined || env.MALLOC_TRIM_THRESHOLD_ !== undefined || /glibc\.malloc\.(mmap|trim)_threshold=/.test(env.GLIBC_TUNABLES ?? '')) return false
+  const mallopt = lib.func('int mallopt(int, int)')
+  return mallopt(M_MMAP_THRESHOLD, bytes) === 1 && mallopt(M_TRIM_THRESHOLD, bytes) === 1
+}
+
 let mallocTrim: ((pad: number) => number) | null | undefined
 
 /**
@@ -129,17 +178,7 @@ let mallocTrim: ((pad: number) => number) | null | undefined
  * with it (674 MB calling it every millisecond), at the same documents/s and CPU per document; a call took 1.3 ms.
  */
 export function trimHeap(): number | null {
-  if (mallocTrim === undefined) {
-    mallocTrim = null
-    try {
-      if (onGlibc()) {
-        const koffi = createRequire(import.meta.url)('koffi') as { load(lib: string): { func(decl: string): (pad: number) => number } }
-        mallocTrim = koffi.load('libc.so.6').func('int malloc_trim(size_t)')
-      }
-    } catch {
-      // No koffi build for this platform: nothing to trim with.
-    }
-  }
+  if (mallocTrim === undefined) mallocTrim = glibc()?.func('int malloc_trim(size_t)') ?? null
   if (mallocTrim === null) return null
   const started = performance.now()
   mallocTrim(0)
