@@ -20,7 +20,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
-import { fixMmapThreshold, serviceEnv, serviceExecArgv } from '../kernel/allocator.ts'
+import { fixMallocThresholds, serviceEnv, serviceExecArgv } from '../kernel/allocator.ts'
 import { createApp, type App } from '../kernel/app.ts'
 import { resolveSettings } from '../kernel/config/load.ts'
 import { createLogger } from '../kernel/log.ts'
@@ -431,8 +431,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const flag = (name: string) => process.argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1]
   const n = flag('documents')
   if (process.argv.includes('--service-child')) {
-    // One service run for serviceInChild: JSON on stdout, progress on stderr. glibc's mmap threshold as main.ts sets it.
-    fixMmapThreshold()
+    // One service run for serviceInChild: JSON on stdout, progress on stderr. glibc's mmap and trim thresholds as kernel/main.ts sets them.
+    fixMallocThresholds()
     const result = await service(flag('files')!, flag('warm'), Number(flag('concurrency') ?? 8), flag('profile'))
     process.stdout.write(JSON.stringify(result))
   } else if (process.argv.includes('--service-only')) {

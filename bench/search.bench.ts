@@ -38,7 +38,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url'
 import { closeAdapters, createAdapters } from '../adapters/index.ts'
 import type { SearchCache, VectorStore } from '../adapters/ports.ts'
 import { encodeQuery } from '../compute/text/sparse.ts'
-import { fixMmapThreshold } from '../kernel/allocator.ts'
+import { fixMallocThresholds } from '../kernel/allocator.ts'
 import { createApp, type App } from '../kernel/app.ts'
 import { resolveSettings } from '../kernel/config/load.ts'
 import { createLogger } from '../kernel/log.ts'
@@ -242,8 +242,8 @@ function instrumentStore(store: VectorStore): { totalMs(): number; remove(): voi
 // ---- run ---------------------------------------------------------------------------------------------
 
 export async function run(opts: SearchBenchOptions) {
-  // The service runs in this process: glibc's mmap threshold as kernel/main.ts sets it.
-  fixMmapThreshold()
+  // The service runs in this process: glibc's mmap and trim thresholds as kernel/main.ts sets them.
+  fixMallocThresholds()
   // Quick: 10k, not 20k: building the HNSW graphs is most of a quick run (about 40 s for 10k on 2 busy cores).
   const chunks = opts.chunks ?? (opts.quick ? 10_000 : 100_000)
   const seconds = opts.seconds ?? (opts.quick ? 5 : 20)

@@ -149,15 +149,15 @@ const M_MMAP_THRESHOLD = -3
  * against 546, 547, 548, 554, 559 and 564 MB; CPU per document 23.8-25.2 ms against 23.5-24.7 (within the runs'
  * spread). Search under load (bench/search.bench.ts --quick, one run each way) within 4 %.
  */
-export const MMAP_THRESHOLD_BYTES = 128 * 1024
+export const MALLOC_THRESHOLD_BYTES = 128 * 1024
 
 /**
  * Fixes glibc's mmap and trim thresholds at `bytes` (mallopt, through koffi), which also stops glibc from raising
- * them (MMAP_THRESHOLD_BYTES says why). Once per process, at start: kernel/main.ts and the benchmarks' service
+ * them (MALLOC_THRESHOLD_BYTES says why). Once per process, at start: kernel/main.ts and the benchmarks' service
  * processes. True when glibc took them; null off glibc or without koffi. An environment that sets either
  * (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, or either in GLIBC_TUNABLES) is left as it is: false.
  */
-export function fixMmapThreshold(env: Readonly<Record<string, string | undefined>> = process.env, bytes = MMAP_THRESHOLD_BYTES): boolean | null {
+export function fixMallocThresholds(env: Readonly<Record<string, string | undefined>> = process.env, bytes = MALLOC_THRESHOLD_BYTES): boolean | null {
   const lib = glibc()
   if (lib === null) return null
   if (env.MALLOC_MMAP_THRESHOLD_ !== undefined || env.MALLOC_TRIM_THRESHOLD_ !== undefined || /glibc\.malloc\.(mmap|trim)_threshold=/.test(env.GLIBC_TUNABLES ?? '')) return false

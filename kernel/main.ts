@@ -1,6 +1,6 @@
 // Entry point: `node kernel/run.mjs kernel/main.ts [serve|worker|mcp] [--config settings.yaml]` (npm start, npm run worker,
 // npm run mcp: compiled, see kernel/run.mjs), or `tsx kernel/main.ts ...` straight from the sources.
-import { fixMmapThreshold, trimHeap } from './allocator.ts'
+import { fixMallocThresholds, trimHeap } from './allocator.ts'
 import { createApp, type App } from './app.ts'
 import { ConfigError, loadSettings } from './config/load.ts'
 import { createLogger } from './log.ts'
@@ -16,8 +16,8 @@ const START_TRIM_MS = 5000
 const command = process.argv.slice(2).find((a) => !a.startsWith('-') && !process.argv[process.argv.indexOf(a) - 1]?.startsWith('--config')) ?? 'serve'
 
 async function main(): Promise<void> {
-  // Before the stores open: every block from 128 KB up gets a mapping of its own (kernel/allocator.ts).
-  fixMmapThreshold()
+  // Before the stores open: glibc's mmap and trim thresholds stay at their starting 128 KB (kernel/allocator.ts).
+  fixMallocThresholds()
   let loaded
   try {
     loaded = loadSettings()

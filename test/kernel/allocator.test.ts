@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
 import { describe, it } from 'node:test'
-import { allocatorWarning, collectGarbage, fixMmapThreshold, HEAP_GROWING_PERCENT, MALLOC_ARENA_MAX, MMAP_THRESHOLD_BYTES, onGlibc, serviceEnv, serviceExecArgv, trimHeap, V8_POOL_MAX, v8PoolSize } from '../../kernel/allocator.ts'
+import { allocatorWarning, collectGarbage, fixMallocThresholds, HEAP_GROWING_PERCENT, MALLOC_ARENA_MAX, MALLOC_THRESHOLD_BYTES, onGlibc, serviceEnv, serviceExecArgv, trimHeap, V8_POOL_MAX, v8PoolSize } from '../../kernel/allocator.ts'
 import { loadSettings } from '../../kernel/config/load.ts'
 
 const scripts = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { scripts: Record<string, string> }).scripts
@@ -141,7 +141,7 @@ describe('collectGarbage', () => {
   })
 })
 
-describe('fixMmapThreshold', () => {
+describe('fixMallocThresholds', () => {
   /**
    * In a process of its own (MALLOC_ARENA_MAX=1, no threshold in its environment), with malloc and free called
    * through koffi: a 4 MB block is mapped and freed, after which glibc, left to itself, keeps up to 8 MB free at the
@@ -152,7 +152,7 @@ describe('fixMmapThreshold', () => {
     const allocator = new URL('../../kernel/allocator.ts', import.meta.url).href
     const script = `
       import { createRequire } from 'node:module'
-      import { fixMmapThreshold } from ${JSON.stringify(allocator)}
+      import { fixMallocThresholds } from ${JSON.stringify(allocator)}
       const koffi = createRequire(${JSON.stringify(allocator)})('koffi')
       const lib = koffi.load('libc.so.6')
       const malloc = lib.func('void *malloc(size_t)')
@@ -160,7 +160,7 @@ describe('fixMmapThreshold', () => {
       const fields = ['arena', 'ordblks', 'smblks', 'hblks', 'hblkhd', 'usmblks', 'fsmblks', 'uordblks', 'fordblks', 'keepcost']
       koffi.struct('mallinfo2', Object.fromEntries(fields.map((f) => [f, 'size_t'])))
       const mallinfo2 = lib.func('mallinfo2 mallinfo2()')
-      const fixed = ${fix} ? fixMmapThreshold({}) : null
+      const fixed = ${fix} ? fixMallocThresholds({}) : null
       free(malloc(4 << 20))
       // More than the free chunks of the heap can hold, so that most come from its top (or mappings of their own)
       const blocks = Array.from({ length: 12 }, () => malloc(512 * 1024))
@@ -174,7 +174,7 @@ describe('fixMmapThreshold', () => {
   }
 
   it('gives a freed block of 128 KB or more back to the OS even after glibc has seen a bigger one freed', { skip: !onGlibc() && 'glibc only' }, () => {
-    assert.ok(512 * 1024 > MMAP_THRESHOLD_BYTES)
+    assert.ok(512 * 1024 > MALLOC_THRESHOLD_BYTES)
     // Left to itself, glibc keeps the freed blocks at the top of its heap (6 MB, under its raised 8 MB trim threshold).
     const left = afterABigFree(false)
     assert.equal(left.fixed, null)
@@ -182,14 +182,14 @@ describe('fixMmapThreshold', () => {
     const fixed = afterABigFree(true)
     assert.equal(fixed.fixed, true)
     // glibc keeps its top pad (128 KB) and less than a page more.
-    assert.ok(fixed.keptAtTop < MMAP_THRESHOLD_BYTES + 4096 + 64, `kept at the top: ${fixed.keptAtTop} bytes`)
+    assert.ok(fixed.keptAtTop < MALLOC_THRESHOLD_BYTES + 4096 + 64, `kept at the top: ${fixed.keptAtTop} bytes`)
   })
 
   it('leaves a threshold the environment sets as it is', { skip: !onGlibc() && 'glibc only' }, () => {
-    assert.equal(fixMmapThreshold({ MALLOC_MMAP_THRESHOLD_: '65536' }), false)
-    assert.equal(fixMmapThreshold({ MALLOC_TRIM_THRESHOLD_: '65536' }), false)
-    assert.equal(fixMmapThreshold({ GLIBC_TUNABLES: 'glibc.malloc.arena_max=1:glibc.malloc.mmap_threshold=65536' }), false)
-    assert.equal(fixMmapThreshold({ GLIBC_TUNABLES: 'glibc.malloc.trim_threshold=65536' }), false)
+    assert.equal(fixMallocThresholds({ MALLOC_MMAP_THRESHOLD_: '65536' }), false)
+    assert.equal(fixMallocThresholds({ MALLOC_TRIM_THRESHOLD_: '65536' }), false)
+    assert.equal(fixMallocThresholds({ GLIBC_TUNABLES: 'glibc.malloc.arena_max=1:glibc.malloc.mmap_threshold=65536' }), false)
+    assert.equal(fixMallocThresholds({ GLIBC_TUNABLES: 'glibc.malloc.trim_threshold=65536' }), false)
   })
 })
 
