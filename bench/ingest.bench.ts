@@ -114,6 +114,21 @@ function memoryAt(): Record<string, number> {
  */
 const BREAKDOWN_STEP = 16 * 2 ** 20
 
+/** The highest RSS seen by sample() (call it every turn), and its breakdown at a moment within BREAKDOWN_STEP of it. */
+class RssPeak {
+  max = process.memoryUsage.rss()
+  atPeak = memoryAt()
+  private brokenDownAt = this.max
+
+  sample(): void {
+    const rss = process.memoryUsage.rss()
+    if (rss > this.max) this.max = rss
+    if (rss < this.brokenDownAt + BREAKDOWN_STEP) return
+    this.brokenDownAt = rss
+    this.atPeak = memoryAt()
+  }
+}
+
 /** CPU ms per document by role: the main thread, the compute pool's workers (each), the metadata thread, the rest. */
 export interface ThreadShares {
   main: number
@@ -176,17 +191,10 @@ async function ingestRun(app: App, base: string, kb: string, files: string, conc
     let counts: Record<string, number> = {}
     // RSS sampled every turn: the process's high-water mark (maxRSS) also holds its start, when PGlite's initdb of a
     // new data folder peaks, which is not what a growing batch costs.
-    let rssMax = process.memoryUsage.rss()
-    let atPeak = memoryAt()
-    let brokenDownAt = rssMax
+    const peak = new RssPeak()
     while (finished < count) {
       await new Promise((r) => setTimeout(r, 100))
-      const rss = process.memoryUsage.rss()
-      if (rss > rssMax) rssMax = rss
-      if (rss >= brokenDownAt + BREAKDOWN_STEP) {
-        brokenDownAt = rss
-        atPeak = memoryAt()
-      }
+      peak.sample()
       if (clientCode !== null && clientCode !== 0) throw new Error(`the upload client failed (exit ${clientCode})`)
       // The pipeline's own counters each turn (no query); the database confirms once they say done, so the
       // benchmark does not load the metadata store it measures.
@@ -212,7 +220,7 @@ async function ingestRun(app: App, base: string, kb: string, files: string, conc
       skipped: m.skipped - before.skipped, bytes: m.bytes - before.bytes, chunks: m.chunks - before.chunks,
       stageMs: Object.fromEntries(STAGES.map((s) => [s, m.stageMs[s] - before.stageMs[s]])) as PipelineMetrics['stageMs'],
     }
-    return { seconds, cpuMs, threads, counts, metrics, rssMaxMb: rssMax / 2 ** 20, atPeak, eventLoopDelayMs }
+    return { seconds, cpuMs, threads, counts, metrics, rssMaxMb: peak.max / 2 ** 20, atPeak: peak.atPeak, eventLoopDelayMs }
   }
 }
 
@@ -250,25 +258,17 @@ async function service(files: string, warm: string | undefined, concurrency: num
     // trails a bulk ingest and catches up once writes pause: how long that takes is reported beside it.
     // Sampled on through the catch-up: the graph grows there (about 2 KB a chunk at 1,024 dimensions).
     const graphStarted = performance.now()
-    let catchUpRss = process.memoryUsage.rss()
-    let catchUpPeak = memoryAt()
-    let brokenDownAt = catchUpRss
-    const sampler = setInterval(() => {
-      const rss = process.memoryUsage.rss()
-      if (rss > catchUpRss) catchUpRss = rss
-      if (rss < brokenDownAt + BREAKDOWN_STEP) return
-      brokenDownAt = rss
-      catchUpPeak = memoryAt()
-    }, 100)
+    const catchUp = new RssPeak()
+    const sampler = setInterval(() => catchUp.sample(), 100)
     try {
       await store.whenIndexed?.('bench')
     } finally {
       clearInterval(sampler)
     }
     const graphCatchUp = (performance.now() - graphStarted) / 1000
-    catchUpRss = Math.max(catchUpRss, process.memoryUsage.rss())
-    const peakRssMb = Math.max(rssMaxMb, catchUpRss / 2 ** 20)
-    const memoryAtPeak = rssMaxMb >= catchUpRss / 2 ** 20 ? atPeak : catchUpPeak
+    catchUp.sample()
+    const peakRssMb = Math.max(rssMaxMb, catchUp.max / 2 ** 20)
+    const memoryAtPeak = rssMaxMb >= catchUp.max / 2 ** 20 ? atPeak : catchUp.atPeak
     return { seconds, cpuMs, threads, graphCatchUp, counts, metrics, peakRssMb, ingestPeakRssMb: rssMaxMb, highWaterRssMb: process.resourceUsage().maxRSS / 1024, memoryAtPeak, eventLoopDelayMs }
   } finally {
     await app.close()

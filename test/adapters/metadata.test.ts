@@ -1,6 +1,6 @@
 import { describe, it } from 'node:test'
 import assert from 'node:assert/strict'
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { cpSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createDatabase, createPgliteSql } from '../../adapters/metadata/pglite.ts'
@@ -12,14 +12,28 @@ import { serviceUrl, skipUnless } from '../helpers/services.ts'
 import { metadataContract } from './metadata.contract.ts'
 
 describe('metadata: PGlite', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'quarry-pglite-'))
-  metadataContract('pglite', () => createPgliteSql({ dir }), async () => {
+  // PGlite's initdb takes 7 s: one new database is made here (createDatabase, as createPgliteSql does for a new folder)
+  // and each test that needs a database nobody has used gets a copy of it, which PGlite opens as it would that one.
+  // The tests of making a database make their own.
+  let fresh: Promise<string> | undefined
+  const freshCopy = async (): Promise<string> => {
+    const made = await (fresh ??= (async () => {
+      const d = mkdtempSync(join(tmpdir(), 'quarry-pglite-fresh-'))
+      await createDatabase(d)
+      return d
+    })())
     const d = mkdtempSync(join(tmpdir(), 'quarry-pglite-'))
+    cpSync(made, d, { recursive: true })
+    return d
+  }
+  let dir: string | undefined
+  metadataContract('pglite', async () => createPgliteSql({ dir: (dir ??= await freshCopy()) }), async () => {
+    const d = await freshCopy()
     return { sql: await createPgliteSql({ dir: d }), remove: async () => rmSync(d, { recursive: true, force: true }) }
   })
 
   it('keeps data across a restart of the process-level handle', async (t) => {
-    const d = mkdtempSync(join(tmpdir(), 'quarry-pglite-'))
+    const d = await freshCopy()
     t.after(() => rmSync(d, { recursive: true, force: true }))
     let sql = await createPgliteSql({ dir: d })
     await migrate(sql)
@@ -61,12 +75,13 @@ describe('metadata: PGlite', () => {
   })
 
   describe('prepared statements', () => {
-    const d = mkdtempSync(join(tmpdir(), 'quarry-pglite-'))
+    let d: string
     let sql: Awaited<ReturnType<typeof createPgliteSql>>
     const preparedCount = async (text: string) =>
       (await sql.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement = $1', [text]))[0].n
 
     it('runs each text as one statement, prepared on first use', async () => {
+      d = await freshCopy()
       sql = await createPgliteSql({ dir: d })
       const text = 'SELECT $1::int + 1 AS n'
       assert.equal(await preparedCount(text), 0)
@@ -139,7 +154,9 @@ describe('metadata: PGlite', () => {
     })
   })
 
-  it('cleans up', () => rmSync(dir, { recursive: true, force: true }))
+  it('cleans up', async () => {
+    for (const d of [dir, await fresh]) if (d !== undefined) rmSync(d, { recursive: true, force: true })
+  })
 })
 
 describe('metadata: PostgreSQL', { skip: skipUnless('postgres') }, () => {

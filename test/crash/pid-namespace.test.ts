@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it, type TestContext } from 'node:test'
 import { stringify } from 'yaml'
+import { seedPglite } from '../helpers/app.ts'
 import { freePort } from '../helpers/ports.ts'
 import { waitFor } from '../helpers/wait.ts'
 
@@ -42,6 +43,7 @@ describe('one data folder, two PID namespaces', { skip: isRoot ? false : 'unshar
     const dir = mkdtempSync(join(tmpdir(), 'quarry-pidns-'))
     t.after(() => rmSync(dir, { recursive: true, force: true }))
     const dataDir = join(dir, 'data')
+    await seedPglite(dataDir)
     const [portA, portB] = [await freePort(), await freePort()]
 
     const a = startInNamespace(t, dataDir, portA)

@@ -1,7 +1,7 @@
 // Starts the whole service on an ephemeral port with a temporary data folder, on the embedded default or,
 // with `services`, on PostgreSQL + Redis + S3 (s3rver), the vectors then in pgvector with `vectorStore: 'pgvector'`.
 // Everything is torn down by t.after.
-import { cpSync, mkdtempSync, rmSync } from 'node:fs'
+import { cpSync, existsSync, mkdtempSync, renameSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
@@ -40,23 +40,47 @@ export interface StartOptions {
 }
 
 /**
- * A migrated PGlite database made once per test process and copied into each new embedded data folder: initdb
- * takes seconds, a copy a fraction of one, and an app opening the copy finds every migration applied. Tests of
- * a fresh database itself (start-up, migrations) open PGlite directly and never see this.
+ * A migrated PGlite database made once per test run and copied into each new embedded data folder: initdb and the
+ * migrations take 7 s of wall time (10 s of CPU), a copy a fraction of one, and an app opening the copy finds every
+ * migration applied. It is made in the run's shared folder (QUARRY_TEST_SHARED, set by test/scratch.mjs) by the first
+ * test process that needs it, built beside and renamed into place so that a process never copies half of one; two
+ * processes that start at once may both build it, and the second one's copy is dropped. Without that folder, once per
+ * test process. Tests of a fresh database itself (start-up, migrations) open PGlite directly and never see this.
  */
 let pgliteTemplate: Promise<string> | undefined
 const migratedPglite = () =>
   (pgliteTemplate ??= (async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'quarry-pglite-template-'))
-    process.once('exit', () => rmSync(dir, { recursive: true, force: true }))
-    const sql = await createPgliteSql({ dir })
+    const shared = process.env.QUARRY_TEST_SHARED
+    const final = shared === undefined ? undefined : join(shared, 'pglite-template')
+    if (final !== undefined && existsSync(final)) return final
+    const dir = mkdtempSync(join(shared ?? tmpdir(), 'quarry-pglite-template-'))
+    if (final === undefined) process.once('exit', () => rmSync(dir, { recursive: true, force: true }))
     try {
-      await migrate(sql)
-    } finally {
-      await sql.close()
+      const sql = await createPgliteSql({ dir })
+      try {
+        await migrate(sql)
+      } finally {
+        await sql.close()
+      }
+    } catch (err) {
+      if (final !== undefined) rmSync(dir, { recursive: true, force: true })
+      throw err
     }
-    return dir
+    if (final === undefined) return dir
+    try {
+      renameSync(dir, final)
+    } catch (err) {
+      // Another process renamed its own first (a folder that is not empty cannot be renamed over).
+      rmSync(dir, { recursive: true, force: true })
+      if (!existsSync(final)) throw err
+    }
+    return final
   })())
+
+/** Copies the migrated PGlite database into a data folder that a service (of this process or a child) opens next. */
+export async function seedPglite(dataDir: string): Promise<void> {
+  cpSync(await migratedPglite(), join(dataDir, 'pglite'), { recursive: true })
+}
 
 export async function startApp(t: TestContext | { after(fn: () => unknown): void }, opts: StartOptions = {}): Promise<StartedApp> {
   const dataDir = mkdtempSync(join(tmpdir(), 'quarry-test-'))
@@ -92,7 +116,7 @@ export async function startApp(t: TestContext | { after(fn: () => unknown): void
     if (opts.vectorStore === 'pgvector' && !opts.services) throw new Error('vectorStore pgvector needs services: true (PostgreSQL)')
     raw.vector_store ??= opts.vectorStore
   }
-  if (!opts.services && raw.data_dir === dataDir && !raw.postgres?.host) cpSync(await migratedPglite(), join(dataDir, 'pglite'), { recursive: true })
+  if (!opts.services && raw.data_dir === dataDir && !raw.postgres?.host) await seedPglite(dataDir)
   const { settings } = resolveSettings(raw, { REDIS_PASSWORD: undefined })
   const app = await createApp({ settings, plugins: opts.plugins ?? defaultPlugins(), log: opts.log ?? createLogger('SILENT') })
   cleanups.unshift(() => app.close())

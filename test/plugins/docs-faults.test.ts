@@ -12,7 +12,7 @@ import { createLogger } from '../../kernel/log.ts'
 import type { DocsPlugin } from '../../plugins/docs/index.ts'
 import { INGEST_TOPIC } from '../../plugins/docs/service.ts'
 import { createWorker } from '../../plugins/docs/worker.ts'
-import { startApp, type StartedApp } from '../helpers/app.ts'
+import { seedPglite, startApp, type StartedApp } from '../helpers/app.ts'
 import { startFakeEmbeddingServer } from '../helpers/fake-embedding-server.ts'
 import { startS3rver } from '../helpers/s3rver.ts'
 import { skipUnless } from '../helpers/services.ts'
@@ -154,6 +154,7 @@ describe('crash recovery', () => {
     const fake = await startFakeEmbeddingServer({ dimensions: 768 })
     t.after(() => fake.close())
     fake.setDefault({ delayMs: 1500 })
+    await seedPglite(join(dir, 'data'))
     const port = await deadPort()
     const config = join(dir, 'settings.yaml')
     writeFileSync(config, stringify({

@@ -14,7 +14,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { stringify } from 'yaml'
 import { Reply } from '../../kernel/plugin.ts'
 import { toReply } from '../../plugins/mcp/http.ts'
-import { startApp, uniqueId, type StartedApp } from '../helpers/app.ts'
+import { seedPglite, startApp, uniqueId, type StartedApp } from '../helpers/app.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { md, newKb, prose, settle, upload } from './docs.suite.ts'
 
@@ -350,6 +350,7 @@ describe('mcp over stdio', () => {
   it('`kernel/main.ts mcp` speaks MCP on stdin/stdout, logs on stderr, and exits when the client closes', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'quarry-mcp-stdio-'))
     t.after(() => rmSync(dir, { recursive: true, force: true }))
+    await seedPglite(join(dir, 'data'))
     const kbId = uniqueId('stdio')
     const config = join(dir, 'settings.yaml')
     writeFileSync(config, stringify({
