@@ -7,7 +7,8 @@ import { resourceFromAttributes } from '@opentelemetry/resources'
 import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace'
 import { ATTR_HTTP_RESPONSE_STATUS_CODE, ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions'
 import type { Settings } from '../../kernel/config/schema.ts'
-import { AppError, clip } from '../../kernel/errors.ts'
+import { AppError } from '../../kernel/errors.ts'
+import { tracingProblems } from '../../kernel/config/load.ts'
 import type { Logger } from '../../kernel/log.ts'
 import type { SpanAttributes, Tracer } from '../../kernel/telemetry.ts'
 
@@ -17,24 +18,10 @@ import type { SpanAttributes, Tracer } from '../../kernel/telemetry.ts'
  */
 export const otlpTracesUrl = (baseUrl: string) => `${baseUrl.replace(/\/+$/, '')}/api/public/otel/v1/traces`
 
-/** Tracing asked for but pointed nowhere is a settings error: refused at start, not dropped span by span later. */
-function checkSettings(s: Readonly<Settings['tracing']>): void {
-  let url: URL | null = null
-  try {
-    url = new URL(s.langfuse_baseurl)
-  } catch {
-    // reported below
-  }
-  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
-    throw new AppError('TELEMETRY_CONFIG', 500, `tracing.enabled is true but tracing.langfuse_baseurl is not an http(s) URL: '${clip(s.langfuse_baseurl)}'`)
-  }
-  if (!s.langfuse_public_key || !s.langfuse_secret_key) {
-    throw new AppError('TELEMETRY_CONFIG', 500, 'tracing.enabled is true but tracing.langfuse_public_key or the secret key (env TRACING_SECRET_KEY) is empty')
-  }
-}
-
 export function createOtlpTracer(s: Readonly<Settings['tracing']>, log: Logger): Tracer {
-  checkSettings(s)
+  // Settings from resolveSettings were checked there; settings made some other way are checked here.
+  const problems = tracingProblems(s)
+  if (problems.length > 0) throw new AppError('TELEMETRY_CONFIG', 500, problems[0])
   // Parent/child links across awaits; a second registration (another app in this process) keeps the first.
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable())
   const exporter = new OTLPTraceExporter({

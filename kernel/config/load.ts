@@ -6,6 +6,7 @@ import { resolve } from 'node:path'
 import { parse as parseYaml } from 'yaml'
 import { Value } from '@sinclair/typebox/value'
 import { allocatorWarning } from '../allocator.ts'
+import { clip } from '../errors.ts'
 import { issues } from '../validate.ts'
 import { effectiveModel, knownDimensions, PROVIDER_ALIASES, providerFamily } from './providers.ts'
 import { REMOVED_KEYS, SettingsSchema, type Settings } from './schema.ts'
@@ -237,6 +238,29 @@ function checkDeploymentRules(s: Settings, warnings: string[]): string[] {
   }
   if (family === 'generic' && !s.provider.url) {
     problems.push(`provider.url: provider '${s.provider.name}' is a generic OpenAI-compatible endpoint and needs its full URL`)
+  }
+  problems.push(...tracingProblems(s.tracing))
+  return problems
+}
+
+/**
+ * Tracing asked for but pointed nowhere: a settings error, refused with the others before any store opens (not
+ * when the metrics plugin registers, after the metadata database was made), and not dropped span by span later.
+ */
+export function tracingProblems(t: Readonly<Settings['tracing']>): string[] {
+  if (!t.enabled) return []
+  const problems: string[] = []
+  let url: URL | null = null
+  try {
+    url = new URL(t.langfuse_baseurl)
+  } catch {
+    // reported below
+  }
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
+    problems.push(`tracing.enabled is true but tracing.langfuse_baseurl is not an http(s) URL: '${clip(t.langfuse_baseurl)}'`)
+  }
+  if (!t.langfuse_public_key || !t.langfuse_secret_key) {
+    problems.push('tracing.enabled is true but tracing.langfuse_public_key or the secret key (env TRACING_SECRET_KEY) is empty')
   }
   return problems
 }

@@ -6,7 +6,8 @@ import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
-import { createApp } from '../../kernel/app.ts'
+import { createOtlpTracer } from '../../adapters/telemetry/otlp.ts'
+import { ConfigError, resolveSettings } from '../../kernel/config/load.ts'
 import { createLogger } from '../../kernel/log.ts'
 import { telemetry } from '../../kernel/telemetry.ts'
 import { tempSettings, withMetricsPlugin } from './with-metrics.ts'
@@ -119,13 +120,26 @@ it('with tracing off no OpenTelemetry SDK or exporter is loaded; on, they are', 
   assert.deepEqual(JSON.parse(stdout.trim().split('\n').at(-1)!), { off: 0, on: true })
 })
 
-it('tracing on without a usable endpoint or keys stops the start with the reason', async (t) => {
-  const start = (tracing: Record<string, unknown>) =>
-    createApp({ settings: tempSettings(t, { tracing: { enabled: true, ...tracing } }), plugins: withMetricsPlugin(), log: createLogger('SILENT') })
-  await assert.rejects(start({ ...KEYS }), { code: 'TELEMETRY_CONFIG', message: "tracing.enabled is true but tracing.langfuse_baseurl is not an http(s) URL: ''" })
-  await assert.rejects(start({ ...KEYS, langfuse_baseurl: 'ftp://langfuse.internal' }), { code: 'TELEMETRY_CONFIG', message: /not an http\(s\) URL: 'ftp:\/\/langfuse.internal'/ })
-  await assert.rejects(start({ langfuse_baseurl: 'http://127.0.0.1:9', langfuse_public_key: 'pk' }), {
-    code: 'TELEMETRY_CONFIG', message: 'tracing.enabled is true but tracing.langfuse_public_key or the secret key (env TRACING_SECRET_KEY) is empty',
-  })
+it('tracing on without a usable endpoint or keys is refused with the settings, before any store opens', async (t) => {
+  const refused = (tracing: Record<string, unknown>): string[] => {
+    try {
+      tempSettings(t, { tracing: { enabled: true, ...tracing } })
+    } catch (err) {
+      assert.ok(err instanceof ConfigError, String(err))
+      return err.problems
+    }
+    assert.fail('the settings were accepted')
+  }
+  const noUrl = "tracing.enabled is true but tracing.langfuse_baseurl is not an http(s) URL: ''"
+  const noKeys = 'tracing.enabled is true but tracing.langfuse_public_key or the secret key (env TRACING_SECRET_KEY) is empty'
+  assert.deepEqual(refused({ ...KEYS }), [noUrl])
+  assert.deepEqual(refused({ ...KEYS, langfuse_baseurl: 'ftp://langfuse.internal' }), ["tracing.enabled is true but tracing.langfuse_baseurl is not an http(s) URL: 'ftp://langfuse.internal'"])
+  assert.deepEqual(refused({ langfuse_baseurl: 'http://127.0.0.1:9', langfuse_public_key: 'pk' }), [noKeys])
+  assert.deepEqual(refused({}), [noUrl, noKeys])
+  // the secret key from the environment counts
+  assert.equal(resolveSettings({ tracing: { enabled: true, langfuse_baseurl: 'http://127.0.0.1:9', langfuse_public_key: 'pk' } }, { TRACING_SECRET_KEY: 'sk' }).settings.tracing.langfuse_secret_key, 'sk')
+  // Settings made without resolveSettings are still checked when tracing starts (no exporter is made).
+  const unchecked = { ...resolveSettings({}).settings.tracing, enabled: true, ...KEYS }
+  assert.throws(() => createOtlpTracer(unchecked, createLogger('SILENT')), { code: 'TELEMETRY_CONFIG', message: noUrl })
   assert.equal(telemetry.tracing, false)
 })
