@@ -38,8 +38,13 @@ export interface CollectionOptions extends DenseIndexOptions {
    * f16 took 125-264 ms, the longest stall of the event loop in a 5,000-document ingest.
    */
   snapshotGraphMaxBytes: number
-  /** Full arena segments go to SPILL_FILE in the collection's folder instead of staying in memory (DenseIndex). */
+  /**
+   * Full arena segments go to SPILL_FILE in the collection's folder instead of staying in memory (DenseIndex), and
+   * full blocks of the sparse rows' own terms to SPARSE_SPILL_FILE (SparseIndex).
+   */
   denseOnDisk: boolean
+  /** Entries of a full block of the sparse rows' own terms (SparseIndexOptions.blockEntries); tests set small ones. */
+  sparseBlockEntries?: number
 }
 
 interface Manifest {
@@ -67,6 +72,8 @@ const MANIFEST = 'manifest.json'
 const SPILL_FILE = 'dense.f32'
 /** The payload table's spill file (the rows of the dense index's spilled segments): scratch too. */
 const PAYLOAD_SPILL_FILE = 'payloads.jsonl'
+/** The sparse index's spill file (full blocks of the rows' own terms): scratch too. */
+const SPARSE_SPILL_FILE = 'sparse.bin'
 const walName = (seq: number) => `wal-${String(seq).padStart(10, '0')}.log`
 const WAL_RE = /^wal-(\d+)\.log$/
 
@@ -77,7 +84,7 @@ export class Collection {
   private readonly opts: CollectionOptions
   private manifest: Manifest
   private readonly dense: DenseIndex
-  private readonly sparse = new SparseIndex()
+  private readonly sparse: SparseIndex
   private readonly payloads: PayloadTable
   private readonly chunkRow = new Map<string, number>()
   private readonly docRows = new Map<string, Set<number>>()
@@ -118,6 +125,7 @@ export class Collection {
     this.manifest = manifest
     this.dense = new DenseIndex(usearch, { ...opts, dimensions: dims, spillPath: opts.denseOnDisk ? join(dir, SPILL_FILE) : undefined })
     this.payloads = new PayloadTable(opts.denseOnDisk ? join(dir, PAYLOAD_SPILL_FILE) : undefined)
+    this.sparse = new SparseIndex({ spillPath: opts.denseOnDisk ? join(dir, SPARSE_SPILL_FILE) : undefined, blockEntries: opts.sparseBlockEntries })
   }
 
   static async create(kbId: string, dir: string, dims: number, usearch: Usearch, opts: CollectionOptions): Promise<Collection> {
@@ -270,6 +278,7 @@ export class Collection {
       graphFailure: this.dense.failure === undefined ? null : String(this.dense.failure),
       onDiskRows: this.dense.spilledRows,
       payloadsOnDisk: this.payloads.onDisk,
+      sparseOnDiskEntries: this.sparse.onDiskEntries,
     }
   }
 
@@ -585,6 +594,8 @@ export class Collection {
         name.endsWith('.tmp') ||
         name === SPILL_FILE ||
         name === PAYLOAD_SPILL_FILE ||
+        name === SPARSE_SPILL_FILE ||
+        name === `${SPARSE_SPILL_FILE}.pack` ||
         (m !== null && snap !== null && Number(m[1]) <= snap.seq) ||
         (/^(points|hnsw)-\d+\./.test(name) && name !== snap?.points && name !== snap?.graph)
       if (stale) await fs.rm(join(this.dir, name), { force: true })
@@ -661,6 +672,7 @@ export class Collection {
     await this.snapshotTask?.catch(() => {})
     this.dense.close()
     this.payloads.close()
+    this.sparse.close()
     await this.wal.close()
   }
 

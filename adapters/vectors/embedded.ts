@@ -69,11 +69,17 @@ export interface EmbeddedVectorStoreOptions {
    * Keep the f32 originals of full 4,096-row arena segments in a file in the collection's folder (`dense.f32`,
    * scratch) instead of in memory, reading them back for rescoring and scans; the graph keeps its f16/bf16 copy in
    * memory. Those rows' payloads (and a snapshot's, once read) go to `payloads.jsonl` beside it, read back for the
-   * hits a search returns. Default true. Collections at most exactBudget values are never spilled.
+   * hits a search returns, and full blocks of the sparse rows' own terms go to `sparse.bin` (the posting lists stay in
+   * memory). Default true. Collections at most exactBudget values are never spilled.
    */
   denseOnDisk?: boolean
   /** Rows per arena segment (a power of two from 16); the unit kept in memory or spilled. Default 4,096. */
   segmentRows?: number
+  /**
+   * Entries (terms) of a full block of the sparse rows' own terms, the unit spilled with denseOnDisk once the blocks
+   * hold this many. Default 2^19 (4 MB with their values).
+   */
+  sparseBlockEntries?: number
   /** Fold the log into a snapshot on close, so the next start reads no log. Default true. */
   snapshotOnClose?: boolean
   /** Open every collection at start (true) or on first use (false). Default true: the first search stays fast. */
@@ -96,6 +102,8 @@ export interface CollectionStats {
   onDiskRows: number
   /** Rows whose payload is read from the payload spill file (denseOnDisk). */
   payloadsOnDisk: number
+  /** Entries of the sparse rows' own terms read from the sparse spill file (denseOnDisk), not held in memory. */
+  sparseOnDiskEntries: number
 }
 
 export interface EmbeddedVectorStore extends VectorStore {
@@ -156,6 +164,7 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
     snapshotGraphMaxBytes: positiveInt('snapshotGraphMaxBytes', options.snapshotGraphMaxBytes, 16 << 20, 0),
     denseOnDisk: options.denseOnDisk ?? true,
     segmentRows: powerOfTwo('segmentRows', options.segmentRows, SEGMENT_ROWS),
+    sparseBlockEntries: positiveInt('sparseBlockEntries', options.sparseBlockEntries, 1 << 19, 16),
     log: options.log,
   }
   const snapshotOnClose = options.snapshotOnClose ?? true

@@ -166,10 +166,22 @@ function* sparseSection(c: SnapshotCapture, offsets: Uint32Array, field: 'indice
     let j = i + 1
     while (j < count && offsets[j + 1] - offsets[i] <= STREAM_ENTRIES) j++
     const out = field === 'indices' ? new Uint32Array(offsets[j] - offsets[i]) : new Float32Array(offsets[j] - offsets[i])
+    const { block, start, len } = c.sparse
     const blocks = c.sparse[field]
-    for (let k = i; k < j; k++) {
-      const from = c.sparse.start[k]
-      out.set(blocks[c.sparse.block[k]].subarray(from, from + c.sparse.len[k]), offsets[k] - offsets[i])
+    for (let k = i; k < j; ) {
+      const b = block[k]
+      const from = start[k]
+      const inMemory = blocks[b]
+      if (inMemory !== null) {
+        out.set(inMemory.subarray(from, from + len[k]), offsets[k] - offsets[i])
+        k++
+        continue
+      }
+      // A spilled block: the run of rows that follow one another in it, in one read.
+      let end = k + 1
+      while (end < j && block[end] === b && start[end] === start[end - 1] + len[end - 1]) end++
+      c.sparse.read(b, field, from, out.subarray(offsets[k] - offsets[i], offsets[end] - offsets[i]))
+      k = end
     }
     yield view(out)
     i = j

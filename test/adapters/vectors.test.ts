@@ -12,6 +12,7 @@ import { fileURLToPath } from 'node:url'
 import { createEmbeddedVectorStore, type EmbeddedVectorStore, type EmbeddedVectorStoreOptions } from '../../adapters/vectors/embedded.ts'
 import { defaultQuantization, GRAPH_FORMAT, quantizeI8, SEGMENT_ROWS } from '../../adapters/vectors/dense-index.ts'
 import { rescoredRows } from '../../adapters/vectors/rescore.ts'
+import { SparseIndex } from '../../adapters/vectors/sparse-index.ts'
 import { postingSections } from '../../adapters/vectors/snapshot.ts'
 import type { VectorFilter, VectorPoint } from '../../adapters/ports.ts'
 import { axis, cosine, DIMS, point, sparse, sparseScores, vectorStoreContract } from './vectors.contract.ts'
@@ -1045,6 +1046,121 @@ describe('embedded vector store: f32 originals on disk', () => {
     assert.equal((await store.stats(kb))!.onDiskRows, 0)
     assert.equal(await exists(spillFile(dir, kb)), false)
     await assertMatchesReference(store, kb, live, 99)
+  })
+
+  it("keeps full blocks of the sparse rows' own terms on disk: deletes, filtered search, docPoints, snapshot, compaction, restart", async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-sparse-spill'
+    const sparseFile = join(dir, kb, 'sparse.bin')
+    const opts = { segmentRows: 16, sparseBlockEntries: 64, snapshotOnClose: true }
+    const entries = (ps: VectorPoint[]) => ps.reduce((n, p) => n + p.sparse.indices.length, 0)
+    // A filtered sparse search scores the few rows the filter keeps one by one, from their own terms (read back from
+    // the file); the reference: every live point's score (IDF over all of them), kept for the filter's documents.
+    const filteredMatches = async (live: VectorPoint[], docs: string[]) => {
+      const query = sparse(Array.from({ length: 60 }, (_, t) => [t, 1 + (t % 3) / 2] as [number, number]))
+      const expected = [...sparseScores(live, query)]
+        .filter(([id]) => docs.includes(live.find((p) => p.payload.chunk_id === id)!.payload.doc_id))
+        .sort((a, b) => b[1] - a[1])
+      const { sparse: hits } = await store.search(kb, { sparse: query, limit: 50, filter: { docIds: docs } })
+      assert.ok(expected.length > 0, `the query shares a term with ${docs.join(', ')}`)
+      assert.deepEqual(hits.map((h) => h.payload.chunk_id).sort(), expected.map(([id]) => id).sort())
+      for (let i = 0; i < hits.length; i++) assert.ok(Math.abs(hits[i].score - expected[i][1]) < 1e-4, `filtered sparse score ${i}`)
+    }
+    let store = await open(dir, opts)
+    const points = randomPoints(kb, 600, 111)
+    for (let i = 0; i < points.length; i += 100) await store.upsert(kb, points.slice(i, i + 100))
+    let stats = (await store.stats(kb))!
+    // Every block but the one rows are appended to (at most 64 entries) is in the file, its terms and values.
+    assert.ok(stats.sparseOnDiskEntries >= entries(points) - 64 && stats.sparseOnDiskEntries < entries(points), `on disk: ${stats.sparseOnDiskEntries} of ${entries(points)}`)
+    assert.equal((await fs.stat(sparseFile)).size, stats.sparseOnDiskEntries * 8)
+    await assertMatchesReference(store, kb, points, 112)
+    await filteredMatches(points, ['doc3'])
+    assert.deepEqual((await store.docPoints(kb, 'doc4')).map((p) => p.sparse), points.filter((p) => p.payload.doc_id === 'doc4').map((p) => p.sparse))
+
+    // Deletes read a row's terms back to lower the document frequencies; then compaction packs the live rows into a
+    // new file. New points reuse the rows.
+    const gone = Array.from({ length: 60 }, (_, d) => `doc${d}`).filter((_, d) => d % 3 === 0)
+    for (const d of gone) assert.equal(await store.deleteByDoc(kb, d), 10)
+    let live = points.filter((p) => !gone.includes(p.payload.doc_id))
+    await assertMatchesReference(store, kb, live, 113)
+    const fresh = randomPoints(kb, 200, 114, DIMS, 10, 'new')
+    await store.upsert(kb, fresh)
+    live = [...live, ...fresh]
+    stats = (await store.stats(kb))!
+    assert.ok(stats.rows < 800, `rows were reused (${stats.rows} rows for 800 upserts)`)
+    // Compaction came once a quarter of the entries were dead (the deletes after it leave theirs in the file).
+    const written = entries(points) + entries(fresh)
+    assert.ok(stats.sparseOnDiskEntries >= entries(live) - 64 && stats.sparseOnDiskEntries < written - entries(points) / 4, `after compaction, on disk: ${stats.sparseOnDiskEntries}, ${entries(live)} live, ${written} written`)
+    assert.equal((await fs.stat(sparseFile)).size, stats.sparseOnDiskEntries * 8)
+    assert.equal(await exists(`${sparseFile}.pack`), false)
+    await assertMatchesReference(store, kb, live, 115)
+    await filteredMatches(live, ['doc4'])
+    await filteredMatches(live, ['new3'])
+    assert.deepEqual((await store.docPoints(kb, 'doc5')).map((p) => p.sparse), points.filter((p) => p.payload.doc_id === 'doc5').map((p) => p.sparse))
+
+    // The snapshot reads the spilled terms back; the file goes with the close; the restored block goes to the file.
+    await store.snapshot(kb)
+    await store.close()
+    assert.equal(await exists(sparseFile), false)
+    store = await open(dir, opts)
+    stats = (await store.stats(kb))!
+    assert.equal(stats.sparseOnDiskEntries, entries(live))
+    assert.equal((await fs.stat(sparseFile)).size, entries(live) * 8)
+    await assertMatchesReference(store, kb, live, 116)
+    await filteredMatches(live, ['doc7'])
+    assert.equal(await store.deleteByDoc(kb, 'doc8'), 10)
+    live = live.filter((p) => p.payload.doc_id !== 'doc8')
+    const more = randomPoints(kb, 30, 117, DIMS, 10, 'more')
+    await store.upsert(kb, more)
+    live = [...live, ...more]
+    await assertMatchesReference(store, kb, live, 118)
+    await store.close()
+    // The same files opened with everything in memory answer alike.
+    store = await open(dir, { ...opts, denseOnDisk: false })
+    t.after(() => store.close())
+    assert.equal((await store.stats(kb))!.sparseOnDiskEntries, 0)
+    assert.equal(await exists(sparseFile), false)
+    await assertMatchesReference(store, kb, live, 119)
+    await filteredMatches(live, ['new3', 'more1'])
+  })
+
+  it("scores a filter's few rows from their spilled terms as from memory, and walks the postings for many", async (t) => {
+    const dir = await tempDir(t)
+    const inMemory = new SparseIndex({ blockEntries: 64 })
+    const spilled = new SparseIndex({ blockEntries: 64, spillPath: join(dir, 'sparse.bin') })
+    t.after(() => spilled.close())
+    const r = rng(131)
+    const n = 3000
+    for (let row = 0; row < n; row++) {
+      const v = { indices: Uint32Array.of(0, 1, 2 + Math.floor(r() * 50)), values: Float32Array.of(0.5 + r(), 0.5 + r(), 1 + r()) }
+      inMemory.add(row, v)
+      spilled.add(row, v)
+    }
+    assert.ok(spilled.onDiskEntries >= 3 * n - 64, `on disk: ${spilled.onDiskEntries}`)
+    // A delete reads the row's terms back to lower their document frequencies.
+    for (const row of [7, 1500]) {
+      inMemory.remove(row)
+      spilled.remove(row)
+    }
+    const query = { indices: Uint32Array.of(0, 1, 9), values: Float32Array.of(1, 1, 2) }
+    const subset = (rows: number[]) => {
+      const mask = new Uint8Array(n)
+      for (const row of rows) mask[row] = 1
+      return { rows: Int32Array.from(rows), count: rows.length, mask }
+    }
+    // Two rows: scored one by one (the query's postings hold 6,000 entries), from the file for both.
+    // 600 rows: the postings are walked instead.
+    const few = subset([5, 1234])
+    const many = subset(Array.from({ length: 600 }, (_, i) => i * 5))
+    for (const [s, k] of [[few, 2], [many, 10]] as const) {
+      const a = spilled.search(query, k, s)
+      const b = inMemory.search(query, k, s)
+      assert.equal(a.rows.length, k)
+      assert.deepEqual([...a.rows], [...b.rows])
+      assert.deepEqual([...a.scores], [...b.scores])
+    }
+    assert.deepEqual(spilled.rowVector(1234), inMemory.rowVector(1234))
+    assert.deepEqual(spilled.rowVector(7), { indices: new Uint32Array(0), values: new Float32Array(0) })
   })
 
   it('keeps a collection within the exact-scan size in memory', async (t) => {
