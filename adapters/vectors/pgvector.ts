@@ -144,7 +144,21 @@ const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EN
 /** undefined_table: a collection dropped by another process since this one cached it. */
 const UNDEFINED_TABLE = '42P01'
 
-/** Thrown inside the store when a cached collection's tables are gone; never leaves it. */
+/**
+ * deadlock_detected. A collection's two tables are locked in both orders (a sparse search reads the postings, then the
+ * points; writes and the drop take the points first), so a search or a write that meets a drop of its collection can
+ * deadlock with it, and PostgreSQL cancels one of the two: the statement is run again (and finds the collection gone
+ * when the drop won), and so is the drop.
+ */
+const DEADLOCK = '40P01'
+
+/** How often a drop that lost a deadlock to a statement on its collection is tried again. */
+const DROP_ATTEMPTS = 5
+
+/**
+ * Thrown inside the store when a cached collection's tables are gone, or a statement on them lost a deadlock to a
+ * drop; never leaves it.
+ */
 class StaleCollection extends Error {}
 
 export async function createPgvectorVectorStore(options: PgvectorVectorStoreOptions): Promise<VectorStore> {
@@ -201,7 +215,7 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
     try {
       return await fn()
     } catch (err) {
-      if (onCollection && sqlState(err) === UNDEFINED_TABLE) throw new StaleCollection(what)
+      if (onCollection && (sqlState(err) === UNDEFINED_TABLE || sqlState(err) === DEADLOCK)) throw new StaleCollection(what)
       throw fail(err, what)
     }
   }
@@ -325,7 +339,7 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
       } catch (err) {
         if (!(err instanceof StaleCollection)) throw err
         known.delete(kbId)
-        if (attempt > 0) throw new AppError('VECTOR_STORE_ERROR', 500, `Vector collection '${kbId}' was dropped twice while being used (${err.message})`)
+        if (attempt > 0) throw new AppError('VECTOR_STORE_ERROR', 500, `Vector collection '${kbId}' was dropped (or its drop deadlocked with this) twice while being used (${err.message})`)
       }
     }
   }
@@ -464,15 +478,22 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
     async dropCollection(kbId) {
       checkKbId(kbId)
       known.delete(kbId)
-      return run(`drop collection ${kbId}`, () =>
-        client.begin(async (tx) => {
-          await tx.unsafe(`SELECT pg_advisory_xact_lock(${SCHEMA_LOCK})`)
-          const rows = await tx.unsafe(`DELETE FROM ${REGISTRY} WHERE kb_id = $1 RETURNING id`, [kbId])
-          if (rows.length === 0) return false
-          const c = collectionOf(Number(rows[0].id), 0, false)
-          await tx.unsafe(`DROP TABLE IF EXISTS ${c.table}, ${c.terms}`)
-          return true
-        }) as Promise<boolean>)
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await run(`drop collection ${kbId}`, () =>
+            client.begin(async (tx) => {
+              await tx.unsafe(`SELECT pg_advisory_xact_lock(${SCHEMA_LOCK})`)
+              const rows = await tx.unsafe(`DELETE FROM ${REGISTRY} WHERE kb_id = $1 RETURNING id`, [kbId])
+              if (rows.length === 0) return false
+              const c = collectionOf(Number(rows[0].id), 0, false)
+              await tx.unsafe(`DROP TABLE IF EXISTS ${c.table}, ${c.terms}`)
+              return true
+            }) as Promise<boolean>)
+        } catch (err) {
+          // The transaction was rolled back whole: the collection is still there, and the drop starts again.
+          if (attempt === DROP_ATTEMPTS || sqlState((err as Error).cause) !== DEADLOCK) throw err
+        }
+      }
     },
 
     async hasCollection(kbId) {

@@ -328,6 +328,25 @@ describe('pgvector driver', { skip }, () => {
     }
   })
 
+  it('drops a collection while searches of it are running: every search answers (hits, or empty once it is gone) and the drop succeeds', async () => {
+    // A sparse search locks the postings, then the points; the drop locks the points, then the postings. PostgreSQL
+    // cancels one side of such a deadlock (after deadlock_timeout, 1 s): before the fix about half of these rounds
+    // failed a search or the drop.
+    for (let round = 0; round < 8; round++) {
+      const kb = kbName(`race${round}`)
+      const points = randomPoints(kb, 60, 40 + round, 32)
+      await store.upsert(kb, points)
+      const q = { dense: Float32Array.from(points[0].dense), sparse: sparse([[1, 1], [2, 1], [3, 1]]), limit: 5 }
+      const searches = Array.from({ length: 20 }, () => store.search(kb, q))
+      const drop = store.dropCollection(kb)
+      const answers = await Promise.all(searches)
+      assert.equal(await drop, true)
+      for (const a of answers) assert.ok(a.dense.length === 5 || (a.dense.length === 0 && a.sparse.length === 0), JSON.stringify(a).slice(0, 200))
+      assert.deepEqual(await store.search(kb, q), { dense: [], sparse: [] })
+      assert.equal(await store.hasCollection(kb), false)
+    }
+  })
+
   it('searches with a share of the candidate list (effort < 1) and still returns `limit` exact hits', async () => {
     const kb = kbName('effort')
     const points = randomPoints(kb, 2000, 14, 32)
