@@ -98,12 +98,10 @@ export class SparseIndex {
   // The rows' own terms (see the top of this file): block -1 = none. A spilled block's arrays are null.
   private blockIndices: (Uint32Array | null)[] = []
   private blockValues: (Float32Array | null)[] = []
-  /** Entries used in each block (the last one's is blockUsed until the next block starts). */
+  /** Entries used in each block (rows are appended to the last one). */
   private blockFill: number[] = []
   /** Where a spilled block's indices start in the spill file (its values follow them); -1: in memory. */
   private blockAt: number[] = []
-  /** Entries used in the last block. */
-  private blockUsed = 0
   private readonly spillPath: string | undefined
   /** The file spilled blocks are written to: spillPath, or beside it while compaction copies the rows. */
   private spillTarget: string
@@ -197,22 +195,20 @@ export class SparseIndex {
     let b = this.blockIndices.length - 1
     // The last block is in memory, but for a restored snapshot's block that went to the spill file.
     const last = b < 0 ? null : this.blockIndices[b]
-    if (last === null || this.blockUsed + n > last.length) {
+    if (last === null || this.blockFill[b] + n > last.length) {
       // Doubling up to blockEntries, so that a small collection holds small blocks.
       const size = Math.max(b < 0 ? Math.min(FIRST_BLOCK_ENTRIES, this.blockEntries) : last === null ? this.blockEntries : Math.min(this.blockEntries, 2 * last.length), n)
       this.blockIndices.push(new Uint32Array(size))
       this.blockValues.push(new Float32Array(size))
       this.blockFill.push(0)
       this.blockAt.push(-1)
-      this.blockUsed = 0
       b++
       this.spillFull()
     }
-    const at = this.blockUsed
+    const at = this.blockFill[b]
     this.blockIndices[b]!.set(indices, at)
     this.blockValues[b]!.set(values, at)
-    this.blockUsed = at + n
-    this.blockFill[b] = this.blockUsed
+    this.blockFill[b] = at + n
     this.storedEntries += n
     this.rowBlock[row] = b
     this.rowStart[row] = at
@@ -250,7 +246,6 @@ export class SparseIndex {
     this.blockValues.push(vectors.values)
     this.blockFill.push(vectors.indices.length)
     this.blockAt.push(-1)
-    this.blockUsed = vectors.indices.length
     this.storedEntries += vectors.indices.length
     if (this.spillPath !== undefined && this.storedEntries >= this.blockEntries) this.spillBlock(b)
     for (let i = 0; i < rows.length; i++) {
@@ -302,9 +297,8 @@ export class SparseIndex {
       this.readIndices = new Uint32Array(cap)
       this.readValues = new Float32Array(cap)
     }
-    const at = this.blockAt[b]
-    readAllSync(this.spillFd, bytesOf(this.readIndices, len), at + from * 4, SPILL_WHAT)
-    if (withValues) readAllSync(this.spillFd, bytesOf(this.readValues, len), at + (this.blockFill[b] + from) * 4, SPILL_WHAT)
+    readSpilled(this.spillFd, this.blockAt[b], this.blockFill[b], 'indices', from, this.readIndices.subarray(0, len))
+    if (withValues) readSpilled(this.spillFd, this.blockAt[b], this.blockFill[b], 'values', from, this.readValues.subarray(0, len))
     t.indices = this.readIndices
     t.values = this.readValues
     t.from = 0
@@ -351,7 +345,7 @@ export class SparseIndex {
     const at = this.blockAt.slice()
     const fill = this.blockFill.slice()
     const read = (block: number, field: 'indices' | 'values', from: number, into: Uint32Array | Float32Array): void =>
-      readAllSync(fd, bytesOf(into, into.length), at[block] + ((field === 'values' ? fill[block] : 0) + from) * 4, SPILL_WHAT)
+      readSpilled(fd, at[block], fill[block], field, from, into)
     const c: SparseRowsCapture = { indices: this.blockIndices.slice(), values: this.blockValues.slice(), block: new Int32Array(n), start: new Uint32Array(n), len: new Uint32Array(n), read }
     for (let i = 0; i < n; i++) {
       const row = rows[i]
@@ -428,7 +422,6 @@ export class SparseIndex {
     this.blockValues = []
     this.blockFill = []
     this.blockAt = []
-    this.blockUsed = 0
     this.storedEntries = 0
     this.spilledEntries = 0
     this.spillFd = -1
@@ -446,8 +439,8 @@ export class SparseIndex {
           readIndices = new Uint32Array(n)
           readValues = new Float32Array(n)
         }
-        readAllSync(oldFd, bytesOf(readIndices, n), at[b], SPILL_WHAT)
-        readAllSync(oldFd, bytesOf(readValues, n), at[b] + n * 4, SPILL_WHAT)
+        readSpilled(oldFd, at[b], n, 'indices', 0, readIndices.subarray(0, n))
+        readSpilled(oldFd, at[b], n, 'values', 0, readValues.subarray(0, n))
         blockIndices = readIndices
         blockValues = readValues
       }
@@ -576,7 +569,13 @@ export class SparseIndex {
   }
 }
 
-const SPILL_WHAT = 'sparse spill file'
+/**
+ * Fills `into` with entries from..from + into.length of a spilled block's indices or values: the block at `at` of the
+ * file holds its `fill` indices, then as many values (spillBlock).
+ */
+function readSpilled(fd: number, at: number, fill: number, field: 'indices' | 'values', from: number, into: Uint32Array | Float32Array): void {
+  readAllSync(fd, bytesOf(into, into.length), at + ((field === 'values' ? fill : 0) + from) * 4, 'sparse spill file')
+}
 
 /**
  * What reading a spilled row's terms (two positioned reads) costs, in posting entries walked, for the choice between
