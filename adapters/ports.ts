@@ -209,6 +209,11 @@ export interface SearchCache {
    * when a KB has no version yet (never written or searched with results since the store began): not cacheable.
    */
   lookup(key: string, kbIds: readonly string[]): Promise<{ versions: string[] | null; value: string | null }>
+  /**
+   * lookup() answered at once, by a cache held in this process (absent from one behind a network): a hit then
+   * needs no promise turn, and the kernel answers it inside uWS's data callback (plugins/search/cache.ts).
+   */
+  lookupNow?(key: string, kbIds: readonly string[]): { versions: string[] | null; value: string | null }
   /** Keeps `value` for `key` at `versions` (as looked up), for the entry lifetime, within the entry bound. */
   store(key: string, kbIds: readonly string[], versions: readonly string[], value: string): Promise<void>
   /** Gives each KB that has no version one, so that its answers can be cached from then on. */

@@ -46,37 +46,42 @@ export function createMemorySearchCache(options: MemorySearchCacheOptions): Sear
     bytes -= size(e)
   }
 
+  const lookupNow = (key: string, kbIds: readonly string[]): { versions: string[] | null; value: string | null } => {
+    const made = madeKeys.get(key)
+    let v: string[]
+    let k: string
+    if (made !== undefined && sameVersions(made.nums, kbIds)) {
+      v = made.v.slice()
+      k = made.k
+    } else {
+      v = []
+      const nums: number[] = []
+      for (const id of kbIds) {
+        const n = versions.get(id)
+        if (n === undefined) return { versions: null, value: null }
+        v.push(String(n))
+        nums.push(n)
+      }
+      k = entryKey(key, v)
+      if (madeKeys.size >= 2 * maxEntries) madeKeys.clear()
+      madeKeys.set(key, { nums, v: v.slice(), k })
+    }
+    const e = entries.get(k)
+    if (!e) return { versions: v, value: null }
+    if (e.expires <= now()) {
+      drop(k, e)
+      return { versions: v, value: null }
+    }
+    entries.delete(k)
+    entries.set(k, e)
+    return { versions: v, value: e.value }
+  }
+
   return {
     name: 'memory',
+    lookupNow,
     async lookup(key, kbIds) {
-      const made = madeKeys.get(key)
-      let v: string[]
-      let k: string
-      if (made !== undefined && sameVersions(made.nums, kbIds)) {
-        v = made.v.slice()
-        k = made.k
-      } else {
-        v = []
-        const nums: number[] = []
-        for (const id of kbIds) {
-          const n = versions.get(id)
-          if (n === undefined) return { versions: null, value: null }
-          v.push(String(n))
-          nums.push(n)
-        }
-        k = entryKey(key, v)
-        if (madeKeys.size >= 2 * maxEntries) madeKeys.clear()
-        madeKeys.set(key, { nums, v: v.slice(), k })
-      }
-      const e = entries.get(k)
-      if (!e) return { versions: v, value: null }
-      if (e.expires <= now()) {
-        drop(k, e)
-        return { versions: v, value: null }
-      }
-      entries.delete(k)
-      entries.set(k, e)
-      return { versions: v, value: e.value }
+      return lookupNow(key, kbIds)
     },
     async store(key, kbIds, v, value) {
       const e: Entry = { value, kbIds: [...kbIds], expires: now() + ttlMs }

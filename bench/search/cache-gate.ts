@@ -11,6 +11,8 @@ export function gateCache(cache: SearchCache): GatedCache {
     name: cache.name,
     storing: false,
     lookup: (key, kbIds) => cache.lookup(key, kbIds),
+    // as the service sees the cache: answered at once when the cache is in this process
+    lookupNow: cache.lookupNow === undefined ? undefined : (key, kbIds) => cache.lookupNow!(key, kbIds),
     store: async (key, kbIds, versions, value) => {
       if (gate.storing) await cache.store(key, kbIds, versions, value)
     },

@@ -147,6 +147,8 @@ export const finish = (head: string, status: 'hit' | 'miss', latencyMs: number) 
 export const HIT_BYTES_MAX = 16 * 1024 * 1024
 
 const utf8 = new TextEncoder()
+/** What finish() puts after the head of a hit answered in under half a millisecond. */
+const HIT_TAIL = utf8.encode(finish('', 'hit', 0))
 
 /**
  * A hit answered in under half a millisecond (nearly every hit) is the same bytes each time: its cached text with
@@ -154,31 +156,48 @@ const utf8 = new TextEncoder()
  * they are: no text joined and no UTF-8 conversion per hit. Kept only while the cache still hands out the same
  * text for the key (compared on each hit: the same string for the in-process cache, equal ones from Redis), so
  * they can never say anything the cache would not; the oldest go first past HIT_BYTES_MAX.
+ * A miss whose answer the cache stores makes them at once (stored()): its head is encoded once for both its own
+ * answer and the hits' bytes, so that the first hit of a key encodes nothing either.
  */
 export function createHitBytes(maxBytes = HIT_BYTES_MAX) {
   const kept = new Map<string, { head: string; bytes: Uint8Array; size: number }>()
   let total = 0
+  const keep = (key: string, head: string, bytes: Uint8Array): void => {
+    const e = kept.get(key)
+    if (e !== undefined) {
+      kept.delete(key)
+      total -= e.size
+    }
+    const size = bytes.byteLength + head.length
+    if (size > maxBytes / 16) return
+    kept.set(key, { head, bytes, size })
+    total += size
+    for (const [k, old] of kept) {
+      if (total <= maxBytes) break
+      kept.delete(k)
+      total -= old.size
+    }
+  }
   return {
     get(key: string, head: string): Uint8Array {
       const e = kept.get(key)
       if (e !== undefined && e.head === head) return e.bytes
       // TextEncoder's array owns its memory (a small Buffer.from would pin a shared 8 KB pool slab)
       const bytes = utf8.encode(finish(head, 'hit', 0))
-      if (e !== undefined) {
-        kept.delete(key)
-        total -= e.size
-      }
-      const size = bytes.byteLength + head.length
-      if (size <= maxBytes / 16) {
-        kept.set(key, { head, bytes, size })
-        total += size
-        for (const [k, old] of kept) {
-          if (total <= maxBytes) break
-          kept.delete(k)
-          total -= old.size
-        }
-      }
+      keep(key, head, bytes)
       return bytes
+    },
+    /** A miss's answer (finish(head, 'miss', latencyMs)) as bytes, its head encoded once for it and for the hits' bytes. */
+    stored(key: string, head: string, latencyMs: number): Uint8Array {
+      const encoded = utf8.encode(head)
+      const join = (tail: Uint8Array): Uint8Array => {
+        const out = new Uint8Array(encoded.byteLength + tail.byteLength)
+        out.set(encoded)
+        out.set(tail, encoded.byteLength)
+        return out
+      }
+      keep(key, head, join(HIT_TAIL))
+      return join(utf8.encode(finish('', 'miss', latencyMs)))
     },
     get size() {
       return kept.size
@@ -190,10 +209,12 @@ export interface CachedSearch {
   /** The answer's JSON text, from the cache or searched (and then kept); `timing` is filled when given. */
   searchJson(input: SearchInput, timing?: SearchTiming): Promise<string>
   /**
-   * The answer as sent: searchJson's text, or for most hits the same text already encoded (UTF-8 bytes that are
-   * the same object on every hit of a key: to be sent, never changed).
+   * The answer as sent: searchJson's text, or the same text already encoded (UTF-8 bytes, for most hits the same
+   * object on every hit of a key: to be sent, never changed). A hit found in a cache held in this process
+   * (SearchCache.lookupNow), with a plan that needs no look-up (service.planNow), is answered at once, without a
+   * promise; a request refused there throws at once.
    */
-  searchBody(input: SearchInput, timing?: SearchTiming): Promise<string | Uint8Array>
+  searchBody(input: SearchInput, timing?: SearchTiming): string | Uint8Array | Promise<string | Uint8Array>
   /** DELETE /api/search/cache: removes the answers that include kb_id (every answer when omitted). */
   clear(kbId?: string): Promise<number>
 }
@@ -209,36 +230,61 @@ export function createCachedSearch(service: SearchService, cache: SearchCache, f
   const hitBytes = createHitBytes()
   const decoder = new TextDecoder()
 
-  const searchBody = async (input: SearchInput, timing?: SearchTiming): Promise<string | Uint8Array> => {
-    const started = performance.now()
-    // Without a promise turn when the plan needs no look-up (service.planNow), as on most cache hits.
-    const plan = service.planNow(input) ?? await service.plan(input)
+  const hit = (plan: SearchPlan, key: string, value: string, started: number, timing: SearchTiming | undefined): string | Uint8Array => {
+    const ms = Math.round(performance.now() - started)
+    telemetry.searched(plan.opts.mode, plan.kbIds.length, 'hit', ms)
+    if (timing) timing.cache = 'hit'
+    return ms === 0 ? hitBytes.get(key, value) : finish(value, 'hit', ms)
+  }
+
+  const miss = async (plan: SearchPlan, key: string, versions: string[] | null, started: number, timing: SearchTiming | undefined): Promise<string | Uint8Array> => {
+    if (timing) timing.cache = 'miss'
+    const { output, kbsWithHits } = await service.run(plan, started, timing)
+    const { head, latency } = serialise(output)
+    telemetry.searched(plan.opts.mode, plan.kbIds.length, 'miss', latency)
+    // A fallback is a passing failure of the reranker: it is not what the next caller should get.
+    if (!output.meta.rerank_fallback) {
+      if (versions !== null) {
+        cache.store(key, plan.kbIds, versions, head).catch((err) => warn('store', err))
+        return hitBytes.stored(key, head, latency)
+      }
+      if (kbsWithHits.length > 0 && !failing) cache.init(kbsWithHits).catch((err) => warn('init', err))
+    }
+    return finish(head, 'miss', latency)
+  }
+
+  /** The cache asked, then the hit or the search; `plan` when made already. */
+  const searchLater = async (input: SearchInput, planned: SearchPlan | null, started: number, timing: SearchTiming | undefined): Promise<string | Uint8Array> => {
+    const plan = planned ?? await service.plan(input)
     const key = cacheKey(fingerprint, plan)
     let versions: string[] | null = null
     // No KB left (tags matched none): nothing to look up, and Redis refuses a lookup of no keys.
     if (plan.kbIds.length > 0) try {
       const found = await cache.lookup(key, plan.kbIds)
       failing = false
-      if (found.value !== null) {
-        const ms = Math.round(performance.now() - started)
-        telemetry.searched(plan.opts.mode, plan.kbIds.length, 'hit', ms)
-        if (timing) timing.cache = 'hit'
-        return ms === 0 ? hitBytes.get(key, found.value) : finish(found.value, 'hit', ms)
-      }
+      if (found.value !== null) return hit(plan, key, found.value, started, timing)
       versions = found.versions
     } catch (err) {
       warn('lookup', err)
     }
-    if (timing) timing.cache = 'miss'
-    const { output, kbsWithHits } = await service.run(plan, started, timing)
-    const { head, latency } = serialise(output)
-    // A fallback is a passing failure of the reranker: it is not what the next caller should get.
-    if (!output.meta.rerank_fallback) {
-      if (versions !== null) cache.store(key, plan.kbIds, versions, head).catch((err) => warn('store', err))
-      else if (kbsWithHits.length > 0 && !failing) cache.init(kbsWithHits).catch((err) => warn('init', err))
+    return miss(plan, key, versions, started, timing)
+  }
+
+  const searchBody = (input: SearchInput, timing?: SearchTiming): string | Uint8Array | Promise<string | Uint8Array> => {
+    const started = performance.now()
+    // Without a promise turn when the plan needs no look-up (service.planNow), as on most cache hits.
+    const plan = service.planNow(input)
+    if (plan === null || cache.lookupNow === undefined || plan.kbIds.length === 0) return searchLater(input, plan, started, timing)
+    const key = cacheKey(fingerprint, plan)
+    let found
+    try {
+      found = cache.lookupNow(key, plan.kbIds)
+    } catch (err) {
+      warn('lookup', err)
+      return miss(plan, key, null, started, timing)
     }
-    telemetry.searched(plan.opts.mode, plan.kbIds.length, 'miss', latency)
-    return finish(head, 'miss', latency)
+    failing = false
+    return found.value !== null ? hit(plan, key, found.value, started, timing) : miss(plan, key, found.versions, started, timing)
   }
 
   return {

@@ -31,6 +31,11 @@ export function serverTiming(t: SearchTiming): string {
   return parts.join(', ')
 }
 
+/** A search's answer as sent; a hit ran no stage: its headers are always these (the kernel copies them into each response). */
+const answer = (body: string | Uint8Array, timing: SearchTiming): Reply => timing.cache === 'hit'
+  ? new Reply(200, body, HIT_HEADERS, 'raw')
+  : rawReply(200, body, 'application/json', { 'server-timing': serverTiming(timing) })
+
 export default definePlugin<SearchService>({
   name: 'search',
   dependsOn: ['kb', 'authz'],
@@ -58,14 +63,14 @@ export default definePlugin<SearchService>({
       description: '[ENT] KBs of kb_ids the caller cannot read are dropped; none left: 200 with no results (kb_ids empty or missing: 422). '
         + 'The Server-Timing header splits the time: cache (hit or miss), embed, kb (one per KB searched, desc = kb_id), fusion, rerank (ms).',
       responses: { 200: { description: 'Results and meta', schema: SearchResponse }, 422: { description: 'kb_ids empty, or a bad query or option', schema: ErrorResponse } },
-      // Serialised once (or taken from the cache as text, or as bytes), straight to the wire.
-      handler: async (req) => {
+      // Serialised once (or taken from the cache as text, or as bytes), straight to the wire. Not an async function:
+      // a hit from a cache in this process is answered without a promise (cache.ts searchBody), in uWS's data
+      // callback, as GET /health is in its handler.
+      handler: (req) => {
         if (allFilteredOut(req)) return emptyAnswer(req.body)
         const timing: SearchTiming = { kb: [] }
-        const body = await cached.searchBody(req.body, timing)
-        // A hit ran no stage: its headers are always these (the kernel copies them into each response).
-        if (timing.cache === 'hit') return new Reply(200, body, HIT_HEADERS, 'raw')
-        return rawReply(200, body, 'application/json', { 'server-timing': serverTiming(timing) })
+        const body = cached.searchBody(req.body, timing)
+        return typeof body === 'string' || body instanceof Uint8Array ? answer(body, timing) : body.then((b) => answer(b, timing))
       },
     })
     ctx.route({

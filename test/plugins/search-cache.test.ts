@@ -41,6 +41,25 @@ function cacheContract(make: () => Promise<SearchCache & { raw?: { del(key: stri
     assert.equal(await c.clear(), 0)
   })
 
+  it('lookupNow, where a driver has it, answers what lookup answers', async (t) => {
+    const c = await make()
+    t.after(() => c.close())
+    if (c.lookupNow === undefined) {
+      assert.equal(c.name, 'redis', 'only a cache behind a network answers later')
+      return
+    }
+    assert.deepEqual(c.lookupNow('k', ['a']), { versions: null, value: null })
+    await c.init(['a', 'b'])
+    const { versions } = c.lookupNow('k', ['a', 'b'])
+    assert.deepEqual(versions, (await c.lookup('k', ['a', 'b'])).versions)
+    await c.store('k', ['a', 'b'], versions!, 'answer')
+    assert.deepEqual(c.lookupNow('k', ['a', 'b']), { versions, value: 'answer' })
+    await c.bump('b')
+    const after = c.lookupNow('k', ['a', 'b'])
+    assert.equal(after.value, null)
+    assert.deepEqual(after, await c.lookup('k', ['a', 'b']))
+  })
+
   it('a bump of a KB without a version gives it one, never an earlier one', async (t) => {
     const c = await make()
     t.after(() => c.close())
@@ -105,6 +124,22 @@ describe('search cache keys and kept hit bytes', () => {
     assert.equal(kept.get('huge', huge) === kept.get('huge', huge), false, 'an answer over a sixteenth of the bound is not kept')
     assert.ok(kept.size <= before)
   })
+
+  it("a stored miss's answer is its head encoded once, and its key's hit bytes are kept from then on", () => {
+    const kept = createHitBytes(16 * 1024)
+    const head = '{"results":[{"text":"caf\u00e9 ☕ 한국어"}],"meta":{'
+    const miss = kept.stored('k1', head, 37)
+    assert.equal(new TextDecoder().decode(miss), finish(head, 'miss', 37))
+    assert.equal(kept.size, 1, 'kept at the miss, before any hit')
+    const hit = kept.get('k1', head)
+    assert.equal(new TextDecoder().decode(hit), finish(head, 'hit', 0))
+    assert.equal(kept.get('k1', head), hit)
+    const changed = '{"results":[],"meta":{'
+    assert.equal(new TextDecoder().decode(kept.get('k1', changed)), finish(changed, 'hit', 0), 'another text for the key: its own bytes')
+    const huge = `{"results":["${'y'.repeat(2000)}"],"meta":{`
+    assert.equal(new TextDecoder().decode(kept.stored('huge', huge, 5)), finish(huge, 'miss', 5), 'too large to keep, still answered')
+    assert.equal(kept.size, 1)
+  })
 })
 
 describe('search cache store: in process', () => {
@@ -166,6 +201,31 @@ describe('search cache store: Redis', { skip: skipUnless('redis') }, () => {
 
 describe('search cache on the embedded default', () => {
   searchCacheSuite('embedded', {})
+
+  it('embedded: a hit is answered at once (no promise), a miss later; both the same text as over HTTP', async (t) => {
+    const svc = await startApp(t, { settings: { queue_poll: { poll_interval_sec: 0.2, retry_interval_sec: 0.2 } } })
+    const kb = await newKb(svc)
+    const doc = ((await (await upload(svc, kb, 'delta.md', md('Deltas', `A river delta fans out at the sea. ${prose('delta', 6)}`))).json()) as Json).doc_id
+    assert.equal((await settle(svc, kb, doc)).status, 'indexed')
+    const cached = createCachedSearch(svc.app.use<SearchService>('search'), svc.app.adapters.searchCache, 'fingerprint', createLogger('SILENT'))
+    const q = { query: 'river delta', kb_ids: [kb] }
+    const text = (b: string | Uint8Array) => (typeof b === 'string' ? b : new TextDecoder().decode(b))
+    // the first search gives the KB its version (or it has one from the write); then one stores, the next hits
+    let first = cached.searchBody(q)
+    assert.ok(first instanceof Promise, 'nothing cached yet: searched')
+    let body = text(await first)
+    if (JSON.parse(body).meta.cache_status === 'miss') {
+      first = cached.searchBody(q)
+      body = text(await first)
+    }
+    const again = cached.searchBody(q)
+    assert.ok(!(again instanceof Promise), 'a hit from the cache in this process: no promise')
+    assert.equal(JSON.parse(text(again)).meta.cache_status, 'hit')
+    assert.equal(comparable(text(again)), comparable(body))
+    assert.equal(comparable(text(again)), comparable((await searchRaw(svc, q)).text))
+    assert.throws(() => cached.searchBody({ query: '   ', kb_ids: [kb] }), (err: Error & { status?: number }) => err.status === 422, 'refused at once')
+    await assert.rejects(cached.searchJson({ query: '   ', kb_ids: [kb] }), (err: Error & { status?: number }) => err.status === 422)
+  })
 
   it('embedded: a cache store that cannot be reached costs a miss, never a failed search', async (t) => {
     const svc = await startApp(t, { settings: { queue_poll: { poll_interval_sec: 0.2, retry_interval_sec: 0.2 } } })
