@@ -118,6 +118,12 @@ export interface VectorHit {
   score: number
   /** The chunk_id, readable without the payload: fusion keys on it and reads payloads only for what it keeps. */
   id: string
+  /**
+   * A number for the chunk, the same in the dense and the sparse list of one search of one KB (the embedded store's
+   * row): fusion matches the two lists by it when every hit has one, instead of hashing the ids, strings that a
+   * search over 100k chunks mostly finds out of the CPU's caches. Absent from stores that have none.
+   */
+  readonly key?: number
   /** May be materialised on first read (the embedded store parses it from its snapshot then). */
   readonly payload: ChunkPayload
 }

@@ -32,6 +32,8 @@ class StoredHit implements VectorHit {
   constructor(
     readonly score: number,
     readonly id: string,
+    /** The row (VectorHit.key): the same in the dense and sparse lists of one search. */
+    readonly key: number,
     private readonly object: ChunkPayload | undefined,
     private readonly blob: Buffer | PayloadTable | null,
     private readonly from: number,
@@ -295,10 +297,10 @@ export class PayloadTable {
    */
   hit(row: number, score: number): VectorHit {
     const entry = this.blobEntry[row]
-    if (entry >= 0) return new StoredHit(score, this.chunkIds[row]!, undefined, this.blob, this.blobOffsets![entry], this.blobOffsets![entry + 1])
+    if (entry >= 0) return new StoredHit(score, this.chunkIds[row]!, row, undefined, this.blob, this.blobOffsets![entry], this.blobOffsets![entry + 1])
     const object = this.objects[row]
-    if (object === undefined && this.fileAt[row] >= 0) return new StoredHit(score, this.chunkIds[row]!, undefined, this, this.fileAt[row], this.fileAt[row] + this.fileLen[row])
-    return new StoredHit(score, this.chunkIds[row]!, object, null, 0, 0)
+    if (object === undefined && this.fileAt[row] >= 0) return new StoredHit(score, this.chunkIds[row]!, row, undefined, this, this.fileAt[row], this.fileAt[row] + this.fileLen[row])
+    return new StoredHit(score, this.chunkIds[row]!, row, object, null, 0, 0)
   }
 
   /**

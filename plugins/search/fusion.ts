@@ -48,9 +48,12 @@ export function storeLimit(mode: 'hybrid' | 'similarity', topK: number, fusionK:
  * `counts.candidates` receives the number of distinct chunks fused (before the limit).
  */
 export function fuseInKb(dense: readonly VectorHit[], sparse: readonly VectorHit[], alpha: number, k: number, limit = Infinity, counts?: { candidates: number }): Ranked[] {
-  const byId = new Map<string, { hit: VectorHit; score: number }>()
-  addRanks(byId, dense, alpha, k)
-  addRanks(byId, sparse, 1 - alpha, k)
+  const byId = new Map<string | number, { hit: VectorHit; score: number }>()
+  // By the store's numbers for the chunks when every hit has one (VectorHit.key): the same chunk has the same number
+  // in both lists, and a number is its own hash. At 100k chunks, hashing the ids was about 55 us of a search's 3 ms.
+  const keyed = allKeyed(dense) && allKeyed(sparse)
+  addRanks(byId, dense, alpha, k, keyed)
+  addRanks(byId, sparse, 1 - alpha, k, keyed)
   if (counts) counts.candidates = byId.size
   if (!(limit < byId.size && limit >= 1 && Number.isInteger(limit))) {
     const fused = [...byId.values()].sort(fusedBefore)
@@ -72,15 +75,21 @@ export function fuseInKb(dense: readonly VectorHit[], sparse: readonly VectorHit
 }
 
 // Module-level rather than closures: a search over ten KBs fuses ten times per request.
-function addRanks(byId: Map<string, { hit: VectorHit; score: number }>, hits: readonly VectorHit[], weight: number, k: number): void {
+function addRanks(byId: Map<string | number, { hit: VectorHit; score: number }>, hits: readonly VectorHit[], weight: number, k: number, keyed: boolean): void {
   if (weight <= 0) return
   for (let i = 0; i < hits.length; i++) {
     const hit = hits[i]
-    const r = byId.get(hit.id)
+    const key = keyed ? hit.key! : hit.id
+    const r = byId.get(key)
     const s = weight / (k + i + 1)
     if (r) r.score += s
-    else byId.set(hit.id, { hit, score: s })
+    else byId.set(key, { hit, score: s })
   }
+}
+
+function allKeyed(hits: readonly VectorHit[]): boolean {
+  for (let i = 0; i < hits.length; i++) if (typeof hits[i].key !== 'number') return false
+  return true
 }
 
 const fusedBefore = (a: Ranked, b: Ranked): number => b.score - a.score || a.hit.id.localeCompare(b.hit.id)

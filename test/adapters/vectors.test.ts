@@ -733,6 +733,18 @@ describe('embedded vector store: behaviour', () => {
     }
     const stats = await store.stats(kb)
     assert.ok(stats !== null && stats.rows < 6 * 400, `rows were reused (${stats?.rows} rows for ${6 * 400} upserts)`)
+    // Each hit's number (VectorHit.key, what fusion matches the two lists by) is one chunk's, in both lists alike.
+    for (const p of live.slice(0, 20)) {
+      const { dense, sparse } = await store.search(kb, { dense: p.dense, sparse: p.sparse, limit: 30 })
+      const keyOf = new Map<string, number>()
+      for (const h of [...dense, ...sparse]) {
+        assert.equal(typeof h.key, 'number')
+        if (keyOf.has(h.id)) assert.equal(keyOf.get(h.id), h.key, `${h.id}: one number in both lists`)
+        keyOf.set(h.id, h.key!)
+      }
+      assert.equal(new Set(keyOf.values()).size, keyOf.size, 'no two chunks share a number')
+      assert.ok(dense.some((h) => sparse.some((x) => x.id === h.id)), 'the lists share chunks')
+    }
   })
 
   it('keeps each row\'s sparse terms through deletes, packing and reused rows, a restart, and packing the restored rows', async (t) => {

@@ -38,6 +38,20 @@ describe('fuseInKb', () => {
     assert.ok(Math.abs(head[0].score - (0.4 / 5 + 0.6 / 4)) < 1e-12)
   })
 
+  it("by the store's numbers when every hit has one (the same fusion as by ids), by ids when a hit has none", () => {
+    const keyOf = new Map([...new Set([...dense, ...sparse])].map((id, i) => [id, 100 + i]))
+    const keyed = (ids: string[]) => hits(ids, []).map((h) => Object.assign(h, { key: keyOf.get(h.id)! }))
+    const plain = fuseInKb(hits(dense, []), hits(sparse, []), 0.4, 3)
+    const byKey = fuseInKb(keyed(dense), keyed(sparse), 0.4, 3)
+    assert.deepEqual(byKey.map((r) => [r.hit.id, r.score]), plain.map((r) => [r.hit.id, r.score]))
+    // Numbers decide: two hits with one number are one chunk (the store says so), whatever their ids.
+    const renamed = keyed(sparse).map((h) => Object.assign(h, { id: `${h.id}-other` }))
+    assert.equal(fuseInKb(keyed(dense), renamed, 0.4, 3).length, plain.length, 'matched by number')
+    // One list without numbers: ids for both (a number never meets an id).
+    const mixed = fuseInKb(keyed(dense), hits(sparse, []), 0.4, 3)
+    assert.deepEqual(mixed.map((r) => [r.hit.id, r.score]), plain.map((r) => [r.hit.id, r.score]))
+  })
+
   it('breaks equal scores by chunk_id and leaves out a list weighted 0', () => {
     const reads: string[] = []
     const counts = { candidates: 0 }
