@@ -156,8 +156,8 @@ const HIT_TAIL = utf8.encode(finish('', 'hit', 0))
  * they are: no text joined and no UTF-8 conversion per hit. Kept only while the cache still hands out the same
  * text for the key (compared on each hit: the same string for the in-process cache, equal ones from Redis), so
  * they can never say anything the cache would not; the oldest go first past HIT_BYTES_MAX.
- * A miss whose answer the cache stores makes them at once (stored()): its head is encoded once for both its own
- * answer and the hits' bytes, so that the first hit of a key encodes nothing either.
+ * A miss whose answer the cache stores has them made once the answer is sent (stored(): in the next turn of the
+ * event loop), so that the first hit of a key encodes nothing either, and the miss waits for nothing more.
  */
 export function createHitBytes(maxBytes = HIT_BYTES_MAX) {
   const kept = new Map<string, { head: string; bytes: Uint8Array; size: number }>()
@@ -178,31 +178,43 @@ export function createHitBytes(maxBytes = HIT_BYTES_MAX) {
       total -= old.size
     }
   }
+  // Keys whose answers were just stored, made into bytes together after the answers went out.
+  const pending = new Map<string, string>()
+  let scheduled: NodeJS.Immediate | null = null
+  const makePending = (): void => {
+    scheduled = null
+    for (const [key, head] of pending) if (kept.get(key)?.head !== head) keep(key, head, hitBytesOf(head))
+    pending.clear()
+  }
   return {
     get(key: string, head: string): Uint8Array {
       const e = kept.get(key)
       if (e !== undefined && e.head === head) return e.bytes
-      // TextEncoder's array owns its memory (a small Buffer.from would pin a shared 8 KB pool slab)
-      const bytes = utf8.encode(finish(head, 'hit', 0))
+      const bytes = hitBytesOf(head)
       keep(key, head, bytes)
       return bytes
     },
-    /** A miss's answer (finish(head, 'miss', latencyMs)) as bytes, its head encoded once for it and for the hits' bytes. */
-    stored(key: string, head: string, latencyMs: number): Uint8Array {
-      const encoded = utf8.encode(head)
-      const join = (tail: Uint8Array): Uint8Array => {
-        const out = new Uint8Array(encoded.byteLength + tail.byteLength)
-        out.set(encoded)
-        out.set(tail, encoded.byteLength)
-        return out
-      }
-      keep(key, head, join(HIT_TAIL))
-      return join(utf8.encode(finish('', 'miss', latencyMs)))
+    /** The cache stored `head` under `key`: its hit bytes are made in the next turn of the event loop. */
+    stored(key: string, head: string): void {
+      pending.set(key, head)
+      scheduled ??= setImmediate(makePending)
     },
     get size() {
       return kept.size
     },
   }
+}
+
+/**
+ * finish(head, 'hit', 0) as UTF-8, in one array that owns its memory (a small Buffer.from would pin a shared 8 KB
+ * pool slab): the head encoded into it in place, then the tail.
+ */
+function hitBytesOf(head: string): Uint8Array {
+  const n = Buffer.byteLength(head, 'utf8')
+  const out = new Uint8Array(n + HIT_TAIL.byteLength)
+  utf8.encodeInto(head, out)
+  out.set(HIT_TAIL, n)
+  return out
 }
 
 export interface CachedSearch {
@@ -246,9 +258,8 @@ export function createCachedSearch(service: SearchService, cache: SearchCache, f
     if (!output.meta.rerank_fallback) {
       if (versions !== null) {
         cache.store(key, plan.kbIds, versions, head).catch((err) => warn('store', err))
-        return hitBytes.stored(key, head, latency)
-      }
-      if (kbsWithHits.length > 0 && !failing) cache.init(kbsWithHits).catch((err) => warn('init', err))
+        hitBytes.stored(key, head)
+      } else if (kbsWithHits.length > 0 && !failing) cache.init(kbsWithHits).catch((err) => warn('init', err))
     }
     return finish(head, 'miss', latency)
   }
