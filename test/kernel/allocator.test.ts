@@ -183,8 +183,10 @@ describe('fixMallocThresholds', () => {
     assert.ok(left.keptAtTop >= 2 * 2 ** 20, `kept at the top: ${left.keptAtTop} bytes`)
     const fixed = afterABigFree(true)
     assert.equal(fixed.fixed, true)
-    // glibc keeps its top pad (128 KB) and less than a page more.
-    assert.ok(fixed.keptAtTop < MALLOC_THRESHOLD_BYTES + 4096 + 64, `kept at the top: ${fixed.keptAtTop} bytes`)
+    // glibc keeps its top pad (128 KB) and, alone, less than a page more; not one of the 512 KB blocks. The process's
+    // other threads (V8's, the module loader's) share the one arena and may hold small blocks near the top meanwhile:
+    // 164 KB was seen with test files running beside it (the fresh-clone CI run of 2026-11-29, Intel Xeon).
+    assert.ok(fixed.keptAtTop < 512 * 1024, `kept at the top: ${fixed.keptAtTop} bytes`)
   })
 
   it('leaves a threshold the environment sets as it is', { skip: !onGlibc() && 'glibc only' }, () => {
