@@ -231,6 +231,9 @@ export interface CachedSearch {
   clear(kbId?: string): Promise<number>
 }
 
+/** A lookup's answer (SearchCache.lookup). */
+type Found = { versions: string[] | null; value: string | null }
+
 export function createCachedSearch(service: SearchService, cache: SearchCache, fingerprint: string, log: Logger): CachedSearch {
   /** A cache that cannot answer costs a miss, never a failed search; it is said once per outage, not per request. */
   let failing = false
@@ -264,21 +267,31 @@ export function createCachedSearch(service: SearchService, cache: SearchCache, f
     return finish(head, 'miss', latency)
   }
 
+  /** What the cache answered: the hit, or the search at the versions it gave. */
+  const answered = (plan: SearchPlan, key: string, found: Found, started: number, timing: SearchTiming | undefined): string | Uint8Array | Promise<string | Uint8Array> => {
+    failing = false
+    return found.value !== null ? hit(plan, key, found.value, started, timing) : miss(plan, key, found.versions, started, timing)
+  }
+
+  /** The cache could not answer: the search, not stored. */
+  const unanswered = (plan: SearchPlan, key: string, err: unknown, started: number, timing: SearchTiming | undefined): Promise<string | Uint8Array> => {
+    warn('lookup', err)
+    return miss(plan, key, null, started, timing)
+  }
+
   /** The cache asked, then the hit or the search; `plan` when made already. */
   const searchLater = async (input: SearchInput, planned: SearchPlan | null, started: number, timing: SearchTiming | undefined): Promise<string | Uint8Array> => {
     const plan = planned ?? await service.plan(input)
     const key = cacheKey(fingerprint, plan)
-    let versions: string[] | null = null
     // No KB left (tags matched none): nothing to look up, and Redis refuses a lookup of no keys.
-    if (plan.kbIds.length > 0) try {
-      const found = await cache.lookup(key, plan.kbIds)
-      failing = false
-      if (found.value !== null) return hit(plan, key, found.value, started, timing)
-      versions = found.versions
+    if (plan.kbIds.length === 0) return miss(plan, key, null, started, timing)
+    let found: Found
+    try {
+      found = await cache.lookup(key, plan.kbIds)
     } catch (err) {
-      warn('lookup', err)
+      return unanswered(plan, key, err, started, timing)
     }
-    return miss(plan, key, versions, started, timing)
+    return answered(plan, key, found, started, timing)
   }
 
   const searchBody = (input: SearchInput, timing?: SearchTiming): string | Uint8Array | Promise<string | Uint8Array> => {
@@ -287,15 +300,13 @@ export function createCachedSearch(service: SearchService, cache: SearchCache, f
     const plan = service.planNow(input)
     if (plan === null || cache.lookupNow === undefined || plan.kbIds.length === 0) return searchLater(input, plan, started, timing)
     const key = cacheKey(fingerprint, plan)
-    let found
+    let found: Found
     try {
       found = cache.lookupNow(key, plan.kbIds)
     } catch (err) {
-      warn('lookup', err)
-      return miss(plan, key, null, started, timing)
+      return unanswered(plan, key, err, started, timing)
     }
-    failing = false
-    return found.value !== null ? hit(plan, key, found.value, started, timing) : miss(plan, key, found.versions, started, timing)
+    return answered(plan, key, found, started, timing)
   }
 
   return {
