@@ -327,8 +327,9 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
   }
 
   /**
-   * Runs fn on the KB's collection; when its tables are gone (dropped by another process since it was cached), reads
-   * the registry again and runs fn once more on what is there now (`absent` when nothing is).
+   * Runs fn on the KB's collection; when its tables are gone (dropped by another process since it was cached) or fn
+   * lost a deadlock to a drop, waits for any drop under way to commit, reads the registry again and runs fn once more
+   * on what is there now (`absent` when nothing is).
    */
   const withCollection = async <T, A>(kbId: string, createDims: number | null, absent: A, fn: (c: Collection) => Promise<T>): Promise<T | A> => {
     for (let attempt = 0; ; attempt++) {
@@ -340,6 +341,9 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
         if (!(err instanceof StaleCollection)) throw err
         known.delete(kbId)
         if (attempt > 0) throw new AppError('VECTOR_STORE_ERROR', 500, `Vector collection '${kbId}' was dropped (or its drop deadlocked with this) twice while being used (${err.message})`)
+        // A drop that won a deadlock against fn has not committed yet: its KB is still in the registry (as read by
+        // anyone else) and its tables are locked. Wait for it (it holds the schema lock) before reading the registry.
+        await run(`wait for a drop of ${kbId}`, () => client.begin((tx) => tx.unsafe(`SELECT pg_advisory_xact_lock_shared(${SCHEMA_LOCK})`)))
       }
     }
   }

@@ -347,6 +347,43 @@ describe('pgvector driver', { skip }, () => {
     }
   })
 
+  it('a search that loses a deadlock to a drop waits for the drop to commit before it reads the registry again', async () => {
+    // The race above, staged in the order that once failed CI: the drop (played here by hand, as the driver runs it) holds
+    // the points table; the sparse search, holding the postings, waits for it; the drop then asks for the postings and
+    // PostgreSQL cancels the search (it waited first, so its deadlock check runs first). Retried at once, the search
+    // still saw the KB registered (the drop had not committed) and waited on the postings the drop now held, then met the
+    // dropped tables: "dropped twice while being used". It must wait for the drop and answer an empty list.
+    const kb = kbName('deadlock')
+    await store.upsert(kb, randomPoints(kb, 40, 77, 32))
+    const [{ id }] = await sql`SELECT id FROM quarry_vector_collections WHERE kb_id = ${kb}`
+    const [table, terms] = [`quarry_vec_${id}`, `quarry_vec_${id}_terms`]
+    const q = { sparse: sparse([[1, 1], [2, 1], [3, 1]]), limit: 5 }
+    assert.ok((await store.search(kb, q)).sparse.length > 0, 'the KB answers before the drop')
+    const drop = postgres({ host: db.host, port: db.port, database: db.database, username: db.user, password: db.password || undefined, max: 1, onnotice: () => {} })
+    /** The store's backends waiting for a lock (a relation's, or an advisory one). */
+    const waiting = async () => (await sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'quarry-vectors' AND wait_event_type = 'Lock'`)[0].n as number
+    let search: Promise<unknown> | undefined
+    try {
+      await drop.begin(async (tx) => {
+        await tx.unsafe('SET LOCAL deadlock_timeout = \'20s\'')
+        await tx.unsafe('SELECT pg_advisory_xact_lock(1903584611)') // the driver's schema lock, 'qvec'
+        await tx.unsafe('DELETE FROM quarry_vector_collections WHERE kb_id = $1', [kb])
+        await tx.unsafe(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`)
+        search = store.search(kb, q).then((v) => v, (err: Error) => err)
+        await waitFor(async () => (await sql`SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+          WHERE a.application_name = 'quarry-vectors' AND l.relation = ${terms}::regclass AND l.granted`)[0].n > 0 && (await waiting()) > 0,
+        'the search holding the postings and waiting for the points', 10_000, 10)
+        await tx.unsafe(`LOCK TABLE ${terms} IN ACCESS EXCLUSIVE MODE`) // granted once the search is cancelled
+        await waitFor(async () => (await waiting()) > 0, 'the search, retried, waiting again', 10_000, 10)
+        await tx.unsafe(`DROP TABLE ${table}, ${terms}`)
+      })
+    } finally {
+      await drop.end()
+    }
+    assert.deepEqual(await search, { dense: [], sparse: [] })
+    assert.equal(await store.hasCollection(kb), false)
+  })
+
   it('searches with a share of the candidate list (effort < 1) and still returns `limit` exact hits', async () => {
     const kb = kbName('effort')
     const points = randomPoints(kb, 2000, 14, 32)
