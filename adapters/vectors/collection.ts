@@ -277,7 +277,6 @@ export class Collection {
       snapshotSeq: this.manifest.snapshot?.seq ?? 0,
       graphFailure: this.dense.failure === undefined ? null : String(this.dense.failure),
       onDiskRows: this.dense.spilledRows,
-      denseMapped: this.dense.spillMapping.bytes,
       payloadsOnDisk: this.payloads.onDisk,
       payloadsMapped: this.payloads.mappedBytes,
       sparseOnDiskEntries: this.sparse.onDiskEntries,

@@ -31,7 +31,6 @@ import { promisify } from 'node:util'
 import type { RowSet } from './filter.ts'
 import { createQueryDot } from './dot.ts'
 import { readAllSync, writeAllSync } from './files.ts'
-import { SpillMapping } from './mapped.ts'
 import { rescoredRows } from './rescore.ts'
 import { TopK } from './top-k.ts'
 
@@ -136,8 +135,6 @@ export interface DenseIndexOptions extends HnswParams {
   indexSliceMs: number
   /** File for the full arena segments kept on disk instead of in memory (see the top of this file); none: all in memory. */
   spillPath?: string
-  /** Read the spill file as mapped memory where the platform allows (mapped.ts). Default true; false: pread only. */
-  mapSpill?: boolean
   /** Rows per arena segment, a power of two from 16. Default SEGMENT_ROWS. */
   segmentRows?: number
   /**
@@ -210,8 +207,6 @@ const searchTop = new TopK(0)
 export const SEGMENT_ROWS = 1 << 12
 /** Rows of a spilled segment read at once by a scan (1 MB at 1,024 dimensions). */
 const RUN_ROWS = 256
-/** Reads of spilled rows up to this many bytes go through the mapped file; longer ones (runs of a scan) are a pread. */
-const MAPPED_READ_MAX = 64 * 1024
 const readAsync = promisify(readCb)
 
 /**
@@ -248,8 +243,6 @@ export class DenseIndex {
   /** Row r lives in segments[r >>> segShift] at (r & segMask) * dims; null: in the spill file at r * dims * 4. */
   private segments: (Float32Array | null)[]
   private spillFd = -1
-  /** The spill file as memory, made on the first read of a spilled row (mapped.ts). */
-  private readonly spillMap: SpillMapping
   /** Rows of spilled segments (read on demand), and a buffer for runs of them. */
   spilledRows = 0
   private runBuf = new Float32Array(0)
@@ -292,7 +285,6 @@ export class DenseIndex {
     this.usearch = usearch
     this.opts = opts
     this.dims = opts.dimensions
-    this.spillMap = new SpillMapping(opts.mapSpill ?? true)
     const segRows = opts.segmentRows ?? SEGMENT_ROWS
     if (!(Number.isInteger(segRows) && segRows >= 16 && (segRows & (segRows - 1)) === 0)) throw new Error(`segmentRows must be a power of two from 16, got ${segRows}`)
     this.segRows = segRows
@@ -480,27 +472,15 @@ export class DenseIndex {
     writeAllSync(this.spillFd, new Uint8Array(vector.buffer, vector.byteOffset, this.dims * 4), row * this.dims * 4)
   }
 
-  /** Reads `count` consecutive spilled rows from `row` into `into` at `at` (floats): from the mapped file, or with pread. */
+  /** Reads `count` consecutive spilled rows from `row` into `into` at `at` (floats). */
   private readSpilled(row: number, count: number, into: Float32Array, at: number): void {
-    const bytes = new Uint8Array(into.buffer, into.byteOffset + at * 4, count * this.dims * 4)
-    const from = row * this.dims * 4
-    // Rows of spilled segments only: written before their segment left memory, so below the file's end. A run of
-    // many rows (a scan) is one pread: through the mapping, each of its pages would be a fault of its own.
-    const mapping = bytes.length <= MAPPED_READ_MAX ? this.spillMap.covering(this.spillFd, from + bytes.length) : null
-    if (mapping !== null) mapping.copyInto(from, bytes)
-    else readAllSync(this.spillFd, bytes, from, 'dense spill file')
-  }
-
-  /** Bytes of the spill file mapped as memory (0: none; mapped.ts). */
-  get spillMapping(): { bytes: number } {
-    return { bytes: this.spillMap.length }
+    readAllSync(this.spillFd, new Uint8Array(into.buffer, into.byteOffset + at * 4, count * this.dims * 4), row * this.dims * 4, 'dense spill file')
   }
 
   /** Closes and removes the spill file (the index is not used after this). */
   close(): void {
     this.stop()
     if (this.spillFd >= 0) {
-      this.spillMap.close()
       closeSync(this.spillFd)
       this.spillFd = -1
       rmSync(this.opts.spillPath!, { force: true })

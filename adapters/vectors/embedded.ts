@@ -100,8 +100,6 @@ export interface CollectionStats {
   graphFailure: string | null
   /** Rows whose f32 vector is read from the spill file (denseOnDisk), not held in memory. */
   onDiskRows: number
-  /** Bytes of the dense spill file mapped as memory once a spilled row was read (0: none, or read with pread). */
-  denseMapped: number
   /** Rows whose payload is read from the payload spill file (denseOnDisk). */
   payloadsOnDisk: number
   /** Bytes of the payload spill file mapped as memory once a hit's payload was read (0: none, or read with pread). */

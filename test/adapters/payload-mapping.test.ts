@@ -2,12 +2,11 @@
 // record written, across the file growing past the first mapping, with multi-byte text, equal to what pread gives;
 // a hit read after the table closed is refused (503), not a read of unmapped memory.
 import assert from 'node:assert/strict'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 import type { ChunkPayload } from '../../adapters/ports.ts'
-import { mappingReleases } from '../../adapters/vectors/mapped.ts'
 import { PayloadTable } from '../../adapters/vectors/payloads.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'quarry-payload-map-'))
@@ -20,13 +19,6 @@ const payload = (row: number): ChunkPayload => ({
   text: `é${row}:` + 'lorem ipsum 한국어 '.repeat(60 + (row % 60)) + `:${row}ü`,
   start: 0, end: 10, parent_chunk_id: null, updated_at: '2026-01-01T00:00:00Z',
 })
-
-/** The process's resident bytes of files (Linux): RssFile, and RssShmem for files on tmpfs (test/scratch.mjs picks /dev/shm). */
-const rssFile = () => {
-  const status = readFileSync('/proc/self/status', 'utf8')
-  const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)![1])
-  return (kb('RssFile') + kb('RssShmem')) * 1024
-}
 
 /** A table with `rows` rows written and spilled in batches of `batch`, as the dense index spills its segments. */
 function filled(name: string, rows: number, map: boolean, batch = 4096): PayloadTable {
@@ -66,28 +58,6 @@ describe('payload spill file read as memory', () => {
         assert.deepEqual(mapped.readRecord(0, 64), plain.readRecord(0, 64))
       }
       assert.equal(plain.mappedBytes, 0, 'map: false reads with pread only')
-      // The pages read through the mappings count in RSS (file-backed) until every 64 MB read lets them go: the file
-      // (about 35 MB) read whole after a release comes into RSS, and leaves it at the next release; what is read after
-      // a release is still the record written.
-      const readAll = () => {
-        for (let row = 0; row < 14_000; row++) assert.equal(mapped.hit(row, 1).payload.text, payload(row).text)
-      }
-      const untilRelease = () => {
-        const n = mappingReleases()
-        for (let pass = 0; mappingReleases() === n; pass++) {
-          assert.ok(pass < 5, 'a release within 5 passes over the file')
-          for (let row = 0; row < 14_000 && mappingReleases() === n; row++) mapped.hit(row, 1).payload
-        }
-      }
-      untilRelease()
-      const r0 = rssFile()
-      readAll()
-      const r1 = rssFile()
-      assert.ok(r1 - r0 > 20 << 20, `file-backed RSS grew by ${r1 - r0} bytes reading the file`)
-      untilRelease()
-      const r2 = rssFile()
-      assert.ok(r1 - r2 > 20 << 20, `file-backed RSS fell by ${r1 - r2} bytes at the release`)
-      readAll()
     } finally {
       mapped.close()
       plain.close()

@@ -1009,12 +1009,7 @@ describe('embedded vector store: f32 originals on disk', () => {
     assert.equal(records.length, stats.onDiskRows)
     await assertMatchesReference(store, kb, points, 92)
     // Those reads went through the file mapped as memory (Linux), not a pread each (test/adapters/payload-mapping.test.ts).
-    if (process.platform === 'linux') {
-      const mapped = (await store.stats(kb))!
-      assert.ok(mapped.payloadsMapped >= 16 << 20, `payloads mapped: ${mapped.payloadsMapped}`)
-      // And the spilled rows it rescored and scanned, through the dense spill file's mapping.
-      assert.ok(mapped.denseMapped >= 16 << 20, `dense spill mapped: ${mapped.denseMapped}`)
-    }
+    if (process.platform === 'linux') assert.ok((await store.stats(kb))!.payloadsMapped >= 16 << 20)
     await store.whenIndexed(kb)
     await assertMatchesReference(store, kb, points, 93)
     const first = 'doc1'
