@@ -278,7 +278,6 @@ export class Collection {
       graphFailure: this.dense.failure === undefined ? null : String(this.dense.failure),
       onDiskRows: this.dense.spilledRows,
       payloadsOnDisk: this.payloads.onDisk,
-      payloadsMapped: this.payloads.mappedBytes,
       sparseOnDiskEntries: this.sparse.onDiskEntries,
     }
   }

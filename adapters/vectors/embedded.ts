@@ -102,8 +102,6 @@ export interface CollectionStats {
   onDiskRows: number
   /** Rows whose payload is read from the payload spill file (denseOnDisk). */
   payloadsOnDisk: number
-  /** Bytes of the payload spill file mapped as memory once a hit's payload was read (0: none, or read with pread). */
-  payloadsMapped: number
   /** Entries of the sparse rows' own terms read from the sparse spill file (denseOnDisk), not held in memory. */
   sparseOnDiskEntries: number
 }

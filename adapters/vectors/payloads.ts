@@ -11,20 +11,13 @@
 // and the snapshot's blob once its filter columns are filled. A row written again later holds its object in memory
 // until the next open (records are never rewritten), so the file grows by at most one record per row per open.
 // Like the dense spill file it is scratch: rebuilt at every open, removed at close.
-import { constants as buffers } from 'node:buffer'
 import { closeSync, openSync, rmSync } from 'node:fs'
 import { serviceUnavailable } from '../../kernel/errors.ts'
 import type { ChunkPayload, VectorHit } from '../ports.ts'
 import { readAllSync, writeAllSync } from './files.ts'
-import { FileMapping } from './mapped.ts'
 
 /** Bytes of a snapshot's payload blob written to the spill file per turn of the event loop. */
 const BLOB_SLICE = 4 << 20
-
-/** The spill file's first mapping (address space only: pages come in as records are read); each next one doubles it. */
-const FIRST_MAPPING = 16 << 20
-/** The longest Buffer (a mapping is one): past it, records are read with pread. */
-const BUFFER_MAX = buffers.MAX_LENGTH
 
 /** A payload record in the spill file: what a snapshot capture holds for a row whose payload is on disk. */
 export class PayloadRef {
@@ -53,8 +46,8 @@ class StoredHit implements VectorHit {
       if (this.object !== undefined) this.cached = { ...this.object }
       else {
         // Spill records are never overwritten: the bytes read later are those of the moment of the hit.
-        const text = this.blob instanceof PayloadTable ? this.blob.readText(this.from, this.to - this.from) : this.blob!.toString('utf8', this.from, this.to)
-        this.cached = JSON.parse(text) as ChunkPayload
+        const bytes = this.blob instanceof PayloadTable ? this.blob.readRecord(this.from, this.to - this.from) : this.blob!.subarray(this.from, this.to)
+        this.cached = JSON.parse(bytes.toString('utf8')) as ChunkPayload
       }
     }
     return this.cached
@@ -86,18 +79,13 @@ export class PayloadTable {
   private readonly spillPath: string | undefined
   private fd = -1
   private fileEnd = 0
-  /** The spill file as memory (FileMapping), made on the first read; null before, or where mapping is unavailable. */
-  private mapping: FileMapping | null = null
-  private mappable: boolean
   private fileAt = new Float64Array(1024).fill(-1)
   private fileLen = new Int32Array(1024)
   /** Rows below this were offered to spillRows (the dense index's spilled segments). */
   spilledUpTo = 0
 
-  /** `map: false` reads records with pread only (tests compare the two ways). */
-  constructor(spillPath?: string, options: { map?: boolean } = {}) {
+  constructor(spillPath?: string) {
     this.spillPath = spillPath
-    this.mappable = options.map ?? true
   }
 
   set(row: number, payload: ChunkPayload): void {
@@ -156,17 +144,10 @@ export class PayloadTable {
   close(): void {
     this.stop()
     if (this.fd >= 0) {
-      this.mapping?.unmap()
-      this.mapping = null
       closeSync(this.fd)
       this.fd = -1
       rmSync(this.spillPath!, { force: true })
     }
-  }
-
-  /** Bytes of the spill file mapped as memory (address space; 0: none, records are read with pread). */
-  get mappedBytes(): number {
-    return this.mapping?.length ?? 0
   }
 
   /** Rows whose payload is in the spill file. */
@@ -251,36 +232,13 @@ export class PayloadTable {
     return at
   }
 
-  /** A copy of the bytes of a spill record. */
+  /** The bytes of a spill record. */
   readRecord(at: number, length: number): Buffer {
-    const mapping = this.mapped(at + length)
-    if (mapping !== null) return mapping.copy(at, at + length)
+    // A hit read after its collection closed (a search racing the KB's deletion or the shutdown).
+    if (this.fd < 0) throw serviceUnavailable('The vector collection of this hit is closed')
     const out = Buffer.allocUnsafe(length)
     readAllSync(this.fd, out, at, 'vector payload file')
     return out
-  }
-
-  /** A spill record as text: read out of the mapped file, without a system call, where it is mapped. */
-  readText(at: number, length: number): string {
-    const mapping = this.mapped(at + length)
-    return mapping !== null ? mapping.text(at, at + length) : this.readRecord(at, length).toString('utf8')
-  }
-
-  /**
-   * The mapping of the spill file up to at least `end` (a record's end: written, so safe to read), made or grown as
-   * needed; null where the file cannot be mapped (records are then read with pread).
-   */
-  private mapped(end: number): FileMapping | null {
-    // A hit read after its collection closed (a search racing the KB's deletion or the shutdown).
-    if (this.fd < 0) throw serviceUnavailable('The vector collection of this hit is closed')
-    if (this.mapping !== null && end <= this.mapping.length) return this.mapping
-    if (!this.mappable) return null
-    const length = Math.max(end, Math.min(Math.max(FIRST_MAPPING, 2 * (this.mapping?.length ?? 0)), BUFFER_MAX))
-    this.mapping?.unmap()
-    this.mapping = FileMapping.map(this.fd, length)
-    // Refused once (no koffi, no address space): not asked again on every read.
-    if (this.mapping === null) this.mappable = false
-    return this.mapping
   }
 
   private fillSnapshotColumns(maxRows: number): void {
