@@ -73,7 +73,7 @@ export const PGVECTOR_DEFAULT_EF_SEARCH = 200
 
 const REGISTRY = 'quarry_vector_collections'
 /** Advisory lock key (pg_advisory_xact_lock) serialising the creation of the registry and of collections. */
-const SCHEMA_LOCK = 0x71766563 // 'qvec'
+export const SCHEMA_LOCK = 0x71766563 // 'qvec'
 
 interface Collection {
   id: number

@@ -9,7 +9,7 @@ import { createServer } from 'node:net'
 import { after, before, describe, it } from 'node:test'
 import postgres from 'postgres'
 import type { ChunkPayload, VectorFilter, VectorPoint, VectorStore } from '../../adapters/ports.ts'
-import { createPgvectorVectorStore, type PgvectorVectorStoreOptions } from '../../adapters/vectors/pgvector.ts'
+import { createPgvectorVectorStore, SCHEMA_LOCK, type PgvectorVectorStoreOptions } from '../../adapters/vectors/pgvector.ts'
 import { mulberry32 as rng } from '../../bench/lib/rng.ts'
 import { createTempDatabase, skipUnlessPgvector, type TempDatabase } from '../helpers/pg.ts'
 import { serviceUrl } from '../helpers/services.ts'
@@ -359,14 +359,14 @@ describe('pgvector driver', { skip }, () => {
     const [table, terms] = [`quarry_vec_${id}`, `quarry_vec_${id}_terms`]
     const q = { sparse: sparse([[1, 1], [2, 1], [3, 1]]), limit: 5 }
     assert.ok((await store.search(kb, q)).sparse.length > 0, 'the KB answers before the drop')
-    const drop = postgres({ host: db.host, port: db.port, database: db.database, username: db.user, password: db.password || undefined, max: 1, onnotice: () => {} })
+    const drop = admin(db)
     /** The store's backends waiting for a lock (a relation's, or an advisory one). */
     const waiting = async () => (await sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'quarry-vectors' AND wait_event_type = 'Lock'`)[0].n as number
     let search: Promise<unknown> | undefined
     try {
       await drop.begin(async (tx) => {
         await tx.unsafe('SET LOCAL deadlock_timeout = \'20s\'')
-        await tx.unsafe('SELECT pg_advisory_xact_lock(1903584611)') // the driver's schema lock, 'qvec'
+        await tx.unsafe(`SELECT pg_advisory_xact_lock(${SCHEMA_LOCK})`)
         await tx.unsafe('DELETE FROM quarry_vector_collections WHERE kb_id = $1', [kb])
         await tx.unsafe(`LOCK TABLE ${table} IN ACCESS EXCLUSIVE MODE`)
         search = store.search(kb, q).then((v) => v, (err: Error) => err)
