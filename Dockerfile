@@ -15,6 +15,8 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 
 COPY package.json package-lock.json ./
+# npm install runs it (postinstall): it mends two faults of the PostgreSQL driver (adapters/postgres-driver-patch.mjs).
+COPY adapters/postgres-driver-patch.mjs ./adapters/
 # esbuild (with tsx, which runs the sources where no build can be made) is a runtime dependency; dev dependencies are left out.
 # npm install (not npm ci): @ohah/hwpjs names optional platform builds that are not published, which
 # `npm ci` reports as a lock-file mismatch; install uses the locked versions all the same.
