@@ -186,11 +186,11 @@ export class Collection {
       if (subset.count === 0) return out
     }
     if (query.dense !== undefined) {
-      const r = this.dense.search(query.dense, k, query.effort, subset, query.rankOnly === true)
+      const r = this.dense.search(query.dense, k, query.effort, subset, query.rankOnly === true, this.payloads.tieOrder)
       out.dense = this.hits(r.rows, r.scores)
     }
     if (query.sparse !== undefined && query.sparse.indices.length > 0) {
-      const r = this.sparse.search(query.sparse, k, subset)
+      const r = this.sparse.search(query.sparse, k, subset, this.payloads.tieOrder)
       out.sparse = this.hits(r.rows, r.scores)
     }
     return out

@@ -32,7 +32,7 @@ import type { RowSet } from './filter.ts'
 import { createQueryDot } from './dot.ts'
 import { readAllSync, writeAllSync } from './files.ts'
 import { rescoredRows } from './rescore.ts'
-import { TopK } from './top-k.ts'
+import { TopK, type TieOrder } from './top-k.ts'
 
 export type Usearch = typeof import('usearch').default
 export type Quantization = 'f32' | 'f16' | 'bf16' | 'i8'
@@ -202,6 +202,8 @@ const prepared = new PreparedQuery()
 
 /** The heap of the search under way (searches are synchronous, one at a time), reused: TopK.reset. */
 const searchTop = new TopK(0)
+/** Candidates an exact scan asks usearch for beyond k (and the dead rows), so that ties at the cut reach the heap. */
+const TIE_MARGIN = 16
 
 /** Rows per arena segment (a power of two): 16 MB at 1,024 dimensions. */
 export const SEGMENT_ROWS = 1 << 12
@@ -573,10 +575,10 @@ export class DenseIndex {
    * The k live rows closest to q (of this index's dimensions: the collection checks) by cosine, best first,
    * with exact scores. The graph is searched with a candidate list of expansionSearch x effort (at least k).
    * rankOnly: the graph's rows are taken in the graph's own order with its (quantized) distances as scores,
-   * not rescored; rows the graph does not hold yet are still scored exactly.
+   * not rescored; rows the graph does not hold yet are still scored exactly. Equal scores in `tie` order (TopK).
    */
-  search(q: Float32Array, k: number, effort = 1, subset?: RowSet, rankOnly = false): { rows: Int32Array; scores: Float64Array } {
-    const top = searchTop.reset(k)
+  search(q: Float32Array, k: number, effort = 1, subset?: RowSet, rankOnly = false, tie: TieOrder | null = null): { rows: Int32Array; scores: Float64Array } {
+    const top = searchTop.reset(k, tie)
     if (this.liveCount === 0 || k <= 0) return top.drain()
     const d = this.dims
     // A copy that owns its buffer: usearch 2.26 exactSearch ignores a query view's byteOffset.
@@ -590,7 +592,9 @@ export class DenseIndex {
       for (let first = 0; first < this.rowsEnd; first += this.segRows) {
         const rows = Math.min(this.segRows, this.rowsEnd - first)
         const seg = this.segments[first >>> this.segShift]!.subarray(0, rows * d)
-        const m = this.usearch.exactSearch(seg, q, d, Math.min(rows, k + dead), 'cos' as never, 1)
+        // TIE_MARGIN more than k: rows that tie with the k-th are all offered to the heap, which orders ties by
+        // `tie`; usearch would keep those of the lowest rows.
+        const m = this.usearch.exactSearch(seg, q, d, Math.min(rows, k + dead + TIE_MARGIN), 'cos' as never, 1)
         const keys = (m as { keys: BigUint64Array }).keys
         for (let i = 0; i < keys.length; i++) {
           const row = first + Number(keys[i])
@@ -607,16 +611,22 @@ export class DenseIndex {
       if (rankOnly) {
         // Rescoring reads every candidate's f32 row: 4 KB at 1,024 dimensions, from all over the arena. Over ten
         // KBs that was 400 rows a query, which under load cost more than the ten graph searches' own distances.
+        // Past the k-th live candidate only while the graph's score ties with it: the heap orders ties by `tie`.
         const distances = m.distances
-        for (let i = 0, taken = 0; i < keys.length && taken < k; i++) {
+        let kth = NaN
+        for (let i = 0, taken = 0; i < keys.length; i++) {
           const row = Number(keys[i])
           if (this.live[row] !== 1) continue
-          top.push(row, 1 - distances[i])
-          taken++
+          const score = 1 - distances[i]
+          if (taken >= k && score !== kth) break
+          top.push(row, score)
+          if (++taken === k) kth = score
         }
       } else {
+        // The candidates to rescore, and those past them whose graph distance ties with the last one (the graph's
+        // order among ties is its own).
         const rescored = Math.min(asked, rescoredRows(k, effort))
-        for (let i = 0, n = Math.min(rescored, keys.length); i < n; i++) {
+        for (let i = 0, n = Math.min(rescored, keys.length); i < keys.length && (i < n || (n > 0 && m.distances[i] === m.distances[n - 1])); i++) {
           const row = Number(keys[i])
           if (this.live[row] === 1) top.push(row, this.cosine(qNorm, row))
         }

@@ -69,6 +69,8 @@ export class PayloadTable {
   private docTypeCol = new Int32Array(1024)
   private sourceCol = new Int32Array(1024)
   private updatedCol = new Float64Array(1024)
+  /** Row -> tieKey's value, NaN until asked for (and after the row is written again). */
+  private tieKeys = new Float64Array(1024).fill(NaN)
   /** Never shrinks: a value stays interned after its last row is deleted (one string per distinct value ever written). */
   private readonly codes = new Map<string, number>()
   /** Snapshot rows from this row on may have their filter columns unfilled (blobEntry.length: none). */
@@ -97,6 +99,25 @@ export class PayloadTable {
     this.docIds[row] = payload.doc_id
     this.chunkIndex[row] = payload.chunk_index
     this.fillColumns(row, payload)
+  }
+
+  /**
+   * The order of rows whose scores tie in a search (TopK): by a 52-bit hash of what the chunk says (text, title,
+   * source, chunk_index, page_num), which a KB's export and import keep whatever ids and rows the import gives its
+   * chunks, then by row. Before, ties went to the older row, so a KB and its import could rank two tied chunks the
+   * other way round. Keys are made with the filter columns (on write; for a snapshot's rows in the background after
+   * the start), so a search whose candidates tie by the thousand (one common term) reads no payload for them; a row
+   * the background has not reached yet is keyed from its payload the first time it ties.
+   */
+  readonly tieOrder = (a: number, b: number): number => {
+    const ka = this.tieKey(a)
+    const kb = this.tieKey(b)
+    return ka < kb ? -1 : ka > kb ? 1 : a - b
+  }
+
+  private tieKey(row: number): number {
+    const key = this.tieKeys[row]
+    return Number.isNaN(key) ? (this.tieKeys[row] = tieKeyOf(this.hit(row, 0).payload)) : key
   }
 
   /** The code of a source_type, doc_type or source value; undefined when no row was ever written with it. */
@@ -256,6 +277,7 @@ export class PayloadTable {
     this.docTypeCol[row] = this.intern(payload.doc_type)
     this.sourceCol[row] = this.intern(payload.source)
     this.updatedCol[row] = typeof payload.updated_at === 'string' ? Date.parse(payload.updated_at) : NaN
+    this.tieKeys[row] = tieKeyOf(payload)
   }
 
   private intern(value: unknown): number {
@@ -278,6 +300,7 @@ export class PayloadTable {
       this.chunkIds[row] = chunkIds[i]
       this.docIds[row] = docIds[i]
       this.chunkIndex[row] = chunkIndex[i]
+      this.tieKeys[row] = NaN
     }
     this.columnsFrom = rows.length > 0 ? 0 : Number.MAX_SAFE_INTEGER
   }
@@ -288,6 +311,7 @@ export class PayloadTable {
     this.fileAt[row] = -1
     this.chunkIds[row] = undefined
     this.docIds[row] = undefined
+    this.tieKeys[row] = NaN
   }
 
   /**
@@ -339,5 +363,21 @@ export class PayloadTable {
     this.docTypeCol = grow(this.docTypeCol, new Int32Array(cap))
     this.sourceCol = grow(this.sourceCol, new Int32Array(cap))
     this.updatedCol = grow(this.updatedCol, new Float64Array(cap))
+    this.tieKeys = grow(this.tieKeys, new Float64Array(cap).fill(NaN))
   }
+}
+
+/** What PayloadTable.tieOrder compares: a hash of what the chunk says, the same in a KB and in its import. */
+const tieKeyOf = (p: ChunkPayload): number => hash52(`${p.text}\u0000${p.title}\u0000${p.source}\u0000${p.chunk_index}\u0000${p.page_num}`)
+
+/** Two 32-bit multiplicative hashes of the UTF-16 code units (FNV-1a and one with another seed and prime), as one integer below 2^52. */
+function hash52(text: string): number {
+  let h1 = 0x811c9dc5
+  let h2 = 0x2f5c1e37
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    h1 = Math.imul(h1 ^ c, 0x01000193)
+    h2 = Math.imul(h2 ^ c, 0x5bd1e995)
+  }
+  return (h1 >>> 0) * 0x100000 + ((h2 >>> 0) >>> 12)
 }

@@ -20,7 +20,7 @@ import { closeSync, openSync, renameSync, rmSync } from 'node:fs'
 import type { SparseVector } from '../ports.ts'
 import { readAllSync, writeAllSync } from './files.ts'
 import type { RowSet } from './filter.ts'
-import { TopK } from './top-k.ts'
+import { TopK, type TieOrder } from './top-k.ts'
 
 interface Posting {
   rows: Uint32Array
@@ -462,10 +462,10 @@ export class SparseIndex {
   /**
    * The k best live rows for the query (of the subset a filter keeps, when given), best first. Scores use the
    * IDF of all current live points, filtered or not, as Qdrant's do: a filter narrows the candidates, never
-   * the statistics, so a chunk scores the same with and without one.
+   * the statistics, so a chunk scores the same with and without one. Equal scores in `tie` order (TopK).
    */
-  search(query: SparseVector, k: number, subset?: RowSet): { rows: Int32Array; scores: Float64Array } {
-    const top = searchTop.reset(k)
+  search(query: SparseVector, k: number, subset?: RowSet, tie: TieOrder | null = null): { rows: Int32Array; scores: Float64Array } {
+    const top = searchTop.reset(k, tie)
     if (this.liveCount === 0 || k <= 0) return top.drain()
     if (subset !== undefined && this.subsetIsCheaper(query, subset)) return this.searchRows(query, subset, top)
     this.gen = (this.gen + 1) >>> 0

@@ -1,11 +1,17 @@
 // A bounded min-heap over (row, score): keeps the k best of a stream in O(n log k) without sorting
 // everything. Typed arrays, so a search over 100k candidates allocates nothing per candidate.
+// Equal scores are ordered by the caller's tie order when it gives one (the embedded store's: by what a chunk says,
+// which its export and import keep, PayloadTable.tieOrder), else by row.
+
+/** Negative when row a goes before row b among equal scores, positive when after; never 0 for two rows. */
+export type TieOrder = (a: number, b: number) => number
 
 export class TopK {
   private _k = 0
   private scores: Float64Array
   private rows: Int32Array
   private size = 0
+  private tie: TieOrder | null = null
 
   constructor(k: number) {
     this._k = Math.max(0, Math.floor(k))
@@ -21,8 +27,9 @@ export class TopK {
    * Empties the heap for a new stream keeping the k best, its arrays reused (grown when k is larger): a search that
    * keeps one TopK allocates only what drain() returns. Ten KBs searched at once are twenty heaps a query.
    */
-  reset(k: number): this {
+  reset(k: number, tie: TieOrder | null = null): this {
     this._k = Math.max(0, Math.floor(k))
+    this.tie = tie
     if (this.rows.length < this._k) {
       this.scores = new Float64Array(this._k)
       this.rows = new Int32Array(this._k)
@@ -60,7 +67,7 @@ export class TopK {
     this.siftDown(row, score)
   }
 
-  /** Best first; ties go to the lower row, which is the older point, so results are deterministic. */
+  /** Best first; ties in the tie order, or to the lower row (the older point) without one: deterministic either way. */
   drain(): { rows: Int32Array; scores: Float64Array } {
     const n = this.size
     const rows = new Int32Array(n)
@@ -76,9 +83,9 @@ export class TopK {
     return { rows, scores }
   }
 
-  /** Heap order: the root is the worst kept candidate (lowest score; on ties the higher row). */
+  /** Heap order: the root is the worst kept candidate (lowest score; on ties the last in the tie order). */
   private less(scoreA: number, rowA: number, scoreB: number, rowB: number): boolean {
-    return scoreA < scoreB || (scoreA === scoreB && rowA > rowB)
+    return scoreA < scoreB || (scoreA === scoreB && (this.tie === null ? rowA > rowB : this.tie(rowA, rowB) > 0))
   }
 
   private siftDown(row: number, score: number): void {

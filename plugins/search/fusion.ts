@@ -44,11 +44,14 @@ export function storeLimit(mode: 'hybrid' | 'similarity', topK: number, fusionK:
 /**
  * Hybrid inside one KB: reciprocal rank fusion of the dense and sparse lists with alpha weighting the two
  * (1.0 = dense only, 0.0 = sparse only): alpha / (k + dense rank) + (1 - alpha) / (k + sparse rank).
- * Best first, ties by chunk_id; only the first `limit` are returned. No payload is read.
+ * Best first; ties in the order the chunks were met, the dense list's first (by dense rank), then the chunks only the
+ * sparse list has (by sparse rank): an order a KB's import keeps, where chunk ids are new (plugins/transfer/import.ts)
+ * and the stores rank tied chunks by what they say (adapters/vectors/payloads.ts tieOrder). Only the first `limit`
+ * are returned. No payload is read.
  * `counts.candidates` receives the number of distinct chunks fused (before the limit).
  */
 export function fuseInKb(dense: readonly VectorHit[], sparse: readonly VectorHit[], alpha: number, k: number, limit = Infinity, counts?: { candidates: number }): Ranked[] {
-  const byId = new Map<string | number, { hit: VectorHit; score: number }>()
+  const byId = new Map<string | number, Fused>()
   // By the store's numbers for the chunks when every hit has one (VectorHit.key): the same chunk has the same number
   // in both lists, and a number is its own hash. At 100k chunks, hashing the ids was about 55 us of a search's 3 ms.
   const keyed = allKeyed(dense) && allKeyed(sparse)
@@ -56,11 +59,13 @@ export function fuseInKb(dense: readonly VectorHit[], sparse: readonly VectorHit
   addRanks(byId, sparse, 1 - alpha, k, keyed)
   if (counts) counts.candidates = byId.size
   if (!(limit < byId.size && limit >= 1 && Number.isInteger(limit))) {
+    // Map order is insertion order, and the sort is stable: ties stay in the order met.
     const fused = [...byId.values()].sort(fusedBefore)
     return fused.length > limit ? fused.slice(0, limit) : fused
   }
   // Only the first `limit` of about 80 are kept (top_k of 2 x 40): insertion into a short sorted list instead of a
-  // full sort. Ids are unique here, so the order is total and the list is the head of the full sort.
+  // full sort. An entry goes after those of its score already there (met before it), so the list is the head of the
+  // stable full sort.
   const head: Ranked[] = []
   for (const r of byId.values()) {
     if (head.length === limit && fusedBefore(r, head[limit - 1]) >= 0) continue
@@ -75,7 +80,7 @@ export function fuseInKb(dense: readonly VectorHit[], sparse: readonly VectorHit
 }
 
 // Module-level rather than closures: a search over ten KBs fuses ten times per request.
-function addRanks(byId: Map<string | number, { hit: VectorHit; score: number }>, hits: readonly VectorHit[], weight: number, k: number, keyed: boolean): void {
+function addRanks(byId: Map<string | number, Fused>, hits: readonly VectorHit[], weight: number, k: number, keyed: boolean): void {
   if (weight <= 0) return
   for (let i = 0; i < hits.length; i++) {
     const hit = hits[i]
@@ -92,7 +97,10 @@ function allKeyed(hits: readonly VectorHit[]): boolean {
   return true
 }
 
-const fusedBefore = (a: Ranked, b: Ranked): number => b.score - a.score || a.hit.id.localeCompare(b.hit.id)
+type Fused = { hit: VectorHit; score: number }
+
+/** Best first; 0 for equal scores (the stable sort and the insertion above keep the order met). */
+const fusedBefore = (a: Ranked, b: Ranked): number => b.score - a.score
 
 export interface Pooled extends Ranked {
   /** The final score shown to clients. */
@@ -152,14 +160,15 @@ export function poolByRank(lists: readonly ListEntry[][], rrfK: number, topK: nu
 }
 
 /**
- * Similarity across KBs: min_score applied per KB first (0.0 = no filter), then pooled by cosine, best first.
- * `counts.pooled` receives how many passed min_score, before the top_k cut.
+ * Similarity across KBs: min_score applied per KB first (0.0 = no filter), then pooled by cosine, best first; equal
+ * (rounded) scores in KB order, then in each KB's order (the store's, which its import keeps), as the stable sort leaves
+ * them. `counts.pooled` receives how many passed min_score, before the top_k cut.
  */
 export function poolByScore(lists: readonly ListEntry[][], minScore: number, topK: number, counts?: { pooled: number }): Pooled[] {
   // As in poolByRank: entries of one shape sorted, results copied for the topK kept only.
-  const out: { r: ListEntry; final: number; id: string }[] = []
-  for (const list of lists) for (const r of list) if (minScore <= 0 || r.score >= minScore) out.push({ r, final: round6(r.score), id: r.hit.id })
+  const out: { r: ListEntry; final: number }[] = []
+  for (const list of lists) for (const r of list) if (minScore <= 0 || r.score >= minScore) out.push({ r, final: round6(r.score) })
   if (counts) counts.pooled = out.length
-  out.sort((a, b) => b.final - a.final || a.id.localeCompare(b.id))
+  out.sort((a, b) => b.final - a.final)
   return out.slice(0, topK).map((e) => pooled(e.r, e.final))
 }

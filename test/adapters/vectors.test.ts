@@ -633,7 +633,9 @@ describe('embedded vector store: snapshot postings', () => {
         const all = sparseScores(live, sq)
         const { sparse: hits } = await store.search(kb, { sparse: sq, limit: 10 })
         const top = [...all].sort((a, b) => b[1] - a[1]).slice(0, 10)
-        assert.deepEqual(hits.map((h) => h.id), top.map(([id]) => id))
+        // The ten best scores; which of the chunks tied at a score come first is the store's tie order (by what they say).
+        assert.deepEqual(hits.map((h) => all.get(h.id)), top.map(([, score]) => score))
+        assert.equal(new Set(hits.map((h) => h.id)).size, hits.length)
         // The rows of a few documents, scored one by one from their own vectors: first, middle (across the
         // sections' chunk border near row 546) and last.
         const docs = ['doc1', 'doc54', 'doc88']
@@ -710,6 +712,39 @@ describe('embedded vector store: snapshot postings', () => {
 })
 
 describe('embedded vector store: behaviour', () => {
+  it('ranks chunks that tie by what they say, not by their rows: a KB and its import answer alike (exact scan, graph, after a restart)', async (t) => {
+    // Twelve chunks with one dense and one sparse vector, so every score ties. The import holds them under other ids
+    // (doc ids derived for the new KB, as plugins/transfer/import.ts makes them) and in the other order of rows.
+    const chunk = (kb: string, doc: string, i: number) => point(kb, doc, i, axis(0), [[7, 1]], { text: `note ${i}: ${'abcdefghijkl'[i].repeat(3)}`, title: 'Notes', source: `notes-${i}.md` })
+    const texts = (hits: { payload: { text: string } }[]) => hits.map((h) => h.payload.text)
+    for (const [kind, extra] of [['exact scan', {}], ['graph', { exactBudget: 0 }]] as const) {
+      const dir = await tempDir(t)
+      let store = await open(dir, extra)
+      await store.upsert('orig', Array.from({ length: 12 }, (_, i) => chunk('orig', `a${i}`, i)))
+      await store.upsert('copy', Array.from({ length: 12 }, (_, j) => chunk('copy', `x${(11 - j) * 7919}`, 11 - j)))
+      await store.whenIndexed()
+      const answers = async () => {
+        const out: string[][] = []
+        for (const kb of ['orig', 'copy']) {
+          // A cut (5) inside the tie: which of the twelve come, and in what order.
+          const hybrid = await store.search(kb, { dense: Float32Array.from(axis(0)), sparse: sparse([[7, 1]]), limit: 5, rankOnly: true })
+          const exact = await store.search(kb, { dense: Float32Array.from(axis(0)), limit: 5 })
+          out.push([...texts(hybrid.dense), '|', ...texts(hybrid.sparse), '|', ...texts(exact.dense)])
+        }
+        return out
+      }
+      const [orig, copy] = await answers()
+      assert.equal(orig.length, 17, kind)
+      assert.deepEqual(copy, orig, `${kind}: the import ranks the tied chunks as the original does`)
+      await store.close()
+      store = await open(dir, extra)
+      t.after(() => store.close())
+      await store.whenIndexed()
+      // Restored from the snapshot (payloads as JSON bytes): the same order.
+      assert.deepEqual(await answers(), [orig, orig], `${kind}, after a restart`)
+    }
+  })
+
   it('reuses the rows of deleted points without stale hits (sparse, dense, graph)', async (t) => {
     const dir = await tempDir(t)
     const kb = 'kb-churn'

@@ -52,14 +52,27 @@ describe('fuseInKb', () => {
     assert.deepEqual(mixed.map((r) => [r.hit.id, r.score]), plain.map((r) => [r.hit.id, r.score]))
   })
 
-  it('breaks equal scores by chunk_id and leaves out a list weighted 0', () => {
+  it('breaks equal scores by the order met (dense rank, then the sparse-only chunks by sparse rank), not by id, and leaves out a list weighted 0', () => {
     const reads: string[] = []
     const counts = { candidates: 0 }
     const out = fuseInKb(hits(['y', 'x'], reads), hits(['x2', 'y2'], reads), 1, 60, Infinity, counts)
     assert.deepEqual(out.map((r) => r.hit.payload.chunk_id), ['y', 'x'])
     assert.equal(counts.candidates, 2)
-    const tie = fuseInKb(hits(['q'], reads), hits(['p'], reads), 0.5, 60)
-    assert.deepEqual(tie.map((r) => r.hit.payload.chunk_id), ['p', 'q'])
+    // Only in the dense list at rank 1, only in the sparse list at rank 1: equal at alpha 0.5, the dense one first,
+    // whatever the ids (an import gives its chunks new ones).
+    for (const [d, sp] of [['q', 'p'], ['p', 'q']]) {
+      const tie = fuseInKb(hits([d], reads), hits([sp], reads), 0.5, 60)
+      assert.equal(tie[0].score, tie[1].score)
+      assert.deepEqual(tie.map((r) => r.hit.payload.chunk_id), [d, sp])
+    }
+    // Symmetric ranks tie too (dense 1 + sparse 3 against dense 3 + sparse 1): the better dense rank first, cut or not.
+    const dense = ['m', 'z', 'a']
+    const sparse = ['a', 'z', 'm']
+    for (const limit of [Infinity, 2]) {
+      const sym = fuseInKb(hits(dense, reads), hits(sparse, reads), 0.5, 60, limit)
+      assert.equal(sym[0].score, 0.5 / 61 + 0.5 / 63)
+      assert.deepEqual(sym.slice(0, 2).map((r) => r.hit.id), ['m', 'a'])
+    }
   })
 
   it('pooling across KBs reads no payload either, and orders by rank, then in-KB score, then KB order', () => {
@@ -87,8 +100,15 @@ describe('fuseInKb', () => {
       const [dense, sparse] = [hits(pick(Math.floor(rnd() * 40)), []), hits(pick(Math.floor(rnd() * 40)), [])]
       const alpha = [0, 0.2, 0.5, 1][t % 4]
       const whole = fuseInKb(dense, sparse, alpha, 3)
-      const sorted = [...whole].sort((a, b) => b.score - a.score || a.hit.id.localeCompare(b.hit.id))
-      assert.deepEqual(whole, sorted)
+      // The oracle: every chunk with its score, in the order first met (the dense list's, then the sparse list's),
+      // sorted by score with ties in that order.
+      const met = new Map<string, number>()
+      for (const [list, w] of [[dense, alpha], [sparse, 1 - alpha]] as const) {
+        if (w > 0) list.forEach((h, i) => met.set(h.id, (met.get(h.id) ?? 0) + w / (3 + i + 1)))
+      }
+      const order = [...met.keys()]
+      const sorted = [...met].map(([id, score]) => ({ id, score })).sort((a, b) => b.score - a.score || order.indexOf(a.id) - order.indexOf(b.id))
+      assert.deepEqual(whole.map((r) => [r.hit.id, r.score]), sorted.map((r) => [r.id, r.score]))
       for (const limit of [1, 3, 10]) assert.deepEqual(fuseInKb(dense, sparse, alpha, 3, limit), whole.slice(0, limit))
 
       const lists = Array.from({ length: 1 + (t % 11) }, () => fuseInKb(hits(pick(12), []), hits(pick(12), []), alpha, 3, 10)
@@ -107,8 +127,9 @@ describe('fuseInKb', () => {
           assert.equal(counts.pooled, byRank.length)
         }
       }
-      const byScore = lists.flat().filter((r) => r.score >= 0.1).map((r) => ({ r, final: round6(r.score) }))
-        .sort((a, b) => b.final - a.final || a.r.hit.id.localeCompare(b.r.hit.id))
+      // Ties in KB order, then each list's own (the position in the flattened lists).
+      const byScore = lists.flat().filter((r) => r.score >= 0.1).map((r, at) => ({ r, final: round6(r.score), at }))
+        .sort((a, b) => b.final - a.final || a.at - b.at)
       assert.deepEqual(poolByScore(lists, 0.1, 10), byScore.slice(0, 10).map(asPooled))
     }
   })
