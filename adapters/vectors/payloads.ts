@@ -69,7 +69,7 @@ export class PayloadTable {
   private docTypeCol = new Int32Array(1024)
   private sourceCol = new Int32Array(1024)
   private updatedCol = new Float64Array(1024)
-  /** Row -> tieKey's value, NaN until asked for (and after the row is written again). */
+  /** Row -> its key in tieOrder, made with the filter columns; NaN for a snapshot row the fill has not reached yet. */
   private tieKeys = new Float64Array(1024).fill(NaN)
   /** Never shrinks: a value stays interned after its last row is deleted (one string per distinct value ever written). */
   private readonly codes = new Map<string, number>()
