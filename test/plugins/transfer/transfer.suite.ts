@@ -128,7 +128,11 @@ export async function listAll(svc: StartedApp, kb: string): Promise<Json[]> {
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex')
 
 /** Everything about a KB that must survive the trip, with ids replaced by the sources they name. */
-export async function snapshot(svc: StartedApp, kb: string, queries: string[]): Promise<Json> {
+/**
+ * What a KB holds and answers. `acrossStores`: the two answers to compare come from different vector stores, which break
+ * ties their own ways (docs/search.md), so hybrid answers are compared as the same results, not their order.
+ */
+export async function snapshot(svc: StartedApp, kb: string, queries: string[], opts: { acrossStores?: boolean } = {}): Promise<Json> {
   const docs = await listAll(svc, kb)
   const sourceOf = new Map(docs.map((d) => [d.doc_id, d.source]))
   const byId = (id: string | null) => (id === null ? null : sourceOf.get(id) ?? `?${id}`)
@@ -152,7 +156,7 @@ export async function snapshot(svc: StartedApp, kb: string, queries: string[]): 
       // the query's rare terms make such ties) are ranked there by what they say, not by their rows, which an import
       // holds in another order (a fresh-clone CI run once swapped two such chunks at ranks 7 and 8), and fused ties go
       // by rank, not by the chunk ids an import renames (adapters/vectors/payloads.ts tieOrder, plugins/search/fusion.ts).
-      out.searches[`${mode}: ${q}`] = answer(results, 10)
+      out.searches[`${mode}: ${q}`] = mode === 'hybrid' && opts.acrossStores ? results.map((x: Json) => x.key).sort() : answer(results, 10)
     }
   }
   out.counts = (await json(await svc.request(`/api/kb/${kb}/docs/status`))).body.doc_counts
