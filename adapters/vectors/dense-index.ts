@@ -608,11 +608,11 @@ export class DenseIndex {
       const asked = Math.min(this.graphCount, ef)
       const m = this.graphSearch(this.graphQuery(q), asked)
       const keys = m.keys
+      const distances = m.distances
       if (rankOnly) {
         // Rescoring reads every candidate's f32 row: 4 KB at 1,024 dimensions, from all over the arena. Over ten
         // KBs that was 400 rows a query, which under load cost more than the ten graph searches' own distances.
         // Past the k-th live candidate only while the graph's score ties with it: the heap orders ties by `tie`.
-        const distances = m.distances
         let kth = NaN
         for (let i = 0, taken = 0; i < keys.length; i++) {
           const row = Number(keys[i])
@@ -625,8 +625,9 @@ export class DenseIndex {
       } else {
         // The candidates to rescore, and those past them whose graph distance ties with the last one (the graph's
         // order among ties is its own).
-        const rescored = Math.min(asked, rescoredRows(k, effort))
-        for (let i = 0, n = Math.min(rescored, keys.length); i < keys.length && (i < n || (n > 0 && m.distances[i] === m.distances[n - 1])); i++) {
+        const n = Math.min(asked, rescoredRows(k, effort), keys.length)
+        const last = n > 0 ? distances[n - 1] : NaN
+        for (let i = 0; i < keys.length && (i < n || distances[i] === last); i++) {
           const row = Number(keys[i])
           if (this.live[row] === 1) top.push(row, this.cosine(qNorm, row))
         }

@@ -12,6 +12,7 @@
 // until the next open (records are never rewritten), so the file grows by at most one record per row per open.
 // Like the dense spill file it is scratch: rebuilt at every open, removed at close.
 import { closeSync, openSync, rmSync } from 'node:fs'
+import { murmur3Utf8 } from '../../compute/text/hash.ts'
 import { serviceUnavailable } from '../../kernel/errors.ts'
 import type { ChunkPayload, VectorHit } from '../ports.ts'
 import { readAllSync, writeAllSync } from './files.ts'
@@ -367,17 +368,11 @@ export class PayloadTable {
   }
 }
 
-/** What PayloadTable.tieOrder compares: a hash of what the chunk says, the same in a KB and in its import. */
-const tieKeyOf = (p: ChunkPayload): number => hash52(`${p.text}\u0000${p.title}\u0000${p.source}\u0000${p.chunk_index}\u0000${p.page_num}`)
-
-/** Two 32-bit multiplicative hashes of the UTF-16 code units (FNV-1a and one with another seed and prime), as one integer below 2^52. */
-function hash52(text: string): number {
-  let h1 = 0x811c9dc5
-  let h2 = 0x2f5c1e37
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i)
-    h1 = Math.imul(h1 ^ c, 0x01000193)
-    h2 = Math.imul(h2 ^ c, 0x5bd1e995)
-  }
-  return (h1 >>> 0) * 0x100000 + ((h2 >>> 0) >>> 12)
+/**
+ * What PayloadTable.tieOrder compares: what the chunk says, the same in a KB and in its import, hashed to an integer
+ * below 2^52 (two MurmurHash3 of the text, seeds 0 and 1, the sparse encoder's hash).
+ */
+const tieKeyOf = (p: ChunkPayload): number => {
+  const text = `${p.text}\u0000${p.title}\u0000${p.source}\u0000${p.chunk_index}\u0000${p.page_num}`
+  return murmur3Utf8(text, 0) * 0x100000 + (murmur3Utf8(text, 1) >>> 12)
 }
