@@ -1,7 +1,8 @@
 // The ingest benchmark's client, in its own process so that the service's main thread does not also run it:
 // `tsx bench/lib/upload-client.ts <base-url> <kb_id> <folder> <concurrency>` uploads every file of the folder.
 // It reads the files, prints `ready`, and starts when a line arrives on stdin: the benchmark's clock starts
-// then, so that it times the uploads and not this process's start.
+// then, so that it times the uploads and not this process's start. Last, it prints one JSON line: the uploads and the
+// CPU this process spent on them (ms, user + system), which it took from the cores the service runs on.
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 
@@ -10,6 +11,8 @@ const files = readdirSync(dir).sort().map((name) => ({ name, bytes: readFileSync
 process.stdout.write('ready\n')
 await new Promise<void>((resolve) => process.stdin.once('data', () => resolve()))
 process.stdin.pause()
+const cpu0 = process.cpuUsage()
+const started = performance.now()
 let next = 0
 const worker = async () => {
   while (next < files.length) {
@@ -24,4 +27,5 @@ const worker = async () => {
   }
 }
 await Promise.all(Array.from({ length: Number(conc) }, worker))
-process.stdout.write(`uploaded ${files.length}\n`)
+const cpu = process.cpuUsage(cpu0)
+process.stdout.write(`${JSON.stringify({ uploaded: files.length, cpu_ms: (cpu.user + cpu.system) / 1000, seconds: (performance.now() - started) / 1000 })}\n`)

@@ -233,6 +233,11 @@ function ingest(raw: unknown): Normalised {
     const others = at(raw, 'results.cpu_ms_per_doc_by_thread.others')
     if (Array.isArray(others) && others.length > 0) notes.push(`CPU ms per document of the service's other threads, busiest first: ${others.join(', ')}`)
   }
+  // The upload client runs on the same cores as the service (the script has no client): what the machine had left.
+  const clientCpu = num(raw, 'results.upload_client_cpu_ms_per_doc')
+  if (clientCpu !== undefined) add('CPU ms per document, the upload client (same cores)', clientCpu, null, { unit: 'ms', higher_is_better: false, tracked: false })
+  const busy = num(raw, 'results.cores_busy')
+  if (busy !== undefined) notes.push(`cores busy over the measured run, service and upload client together: ${busy} of ${num(raw, 'machine.cores') ?? 'the machine\'s'}`)
   // From the first upload until the graph caught up; the target is defined at 5,000 documents (the growth series).
   const rssAt = `at ${count(T.peak_rss_at_documents)} documents`
   add('peak RSS', num(raw, 'results.peak_rss_mb'), null,
