@@ -660,8 +660,9 @@ export class DenseIndex {
       // double the memory traffic that bounds both (10,000 rows of 256: gather alone 13 ms, the loop 8 ms).
       if (gathered.length < count * d) gathered = new Float32Array(count * d)
       this.copyRows(rows, count, gathered)
-      // q is the prepared copy (search), which owns its buffer.
-      const keys = (this.usearch.exactSearch(gathered.subarray(0, count * d), q, d, k, 'cos' as never, 1) as { keys: BigUint64Array }).keys
+      // q is the prepared copy (search), which owns its buffer. TIE_MARGIN more than k, as in the unfiltered scan: rows
+      // that tie with the k-th are all offered to the heap, which orders ties by the store's tie order.
+      const keys = (this.usearch.exactSearch(gathered.subarray(0, count * d), q, d, Math.min(count, k + TIE_MARGIN), 'cos' as never, 1) as { keys: BigUint64Array }).keys
       for (let i = 0; i < keys.length; i++) {
         const row = rows[Number(keys[i])]
         top.push(row, this.cosine(qNorm, row))
