@@ -370,9 +370,10 @@ export class PayloadTable {
 
 /**
  * What PayloadTable.tieOrder compares: what the chunk says, the same in a KB and in its import, hashed to an integer
- * below 2^52 (two MurmurHash3 of the text, seeds 0 and 1, the sparse encoder's hash).
+ * below 2^52 (two MurmurHash3 of the text, seeds 0 and 1, the sparse encoder's hash). The pgvector driver keeps the
+ * same key in a column, so that both stores rank tied chunks alike.
  */
-const tieKeyOf = (p: ChunkPayload): number => {
+export const tieKeyOf = (p: ChunkPayload): number => {
   const text = `${p.text}\u0000${p.title}\u0000${p.source}\u0000${p.chunk_index}\u0000${p.page_num}`
   return murmur3Utf8(text, 0) * 0x100000 + (murmur3Utf8(text, 1) >>> 12)
 }

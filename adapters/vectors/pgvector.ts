@@ -5,9 +5,9 @@
 //   quarry_vector_collections (kb_id PK, id, dims, points, half_index)   one row per KB; `points` is kept in step
 //                          with every write (the N of the sparse IDF, count())
 //   quarry_vec_<id>        one row per chunk: pid, chunk_id (unique), the filter columns (doc_id, source_type,
-//                          doc_type, source, updated_ms), the chunk's sparse term ids, the payload as JSON text
-//                          and `dense vector(dims)` (f32) under an HNSW index on dense::halfvec(dims) (cosine; half
-//                          the size of one on the f32 vectors, the same recall; `halfIndex: false` for f32)
+//                          doc_type, source, updated_ms), the chunk's sparse term ids, the payload as JSON text,
+//                          tie_key and `dense vector(dims)` (f32) under an HNSW index on dense::halfvec(dims) (cosine;
+//                          half the size of one on the f32 vectors, the same recall; `halfIndex: false` for f32)
 //   quarry_vec_<id>_terms  the sparse postings: (term, pid) primary key INCLUDE (weight), so both the document
 //                          frequency of a query term and its postings are read by index-only scans
 //
@@ -18,6 +18,11 @@
 // in SQL as the other drivers do, Qdrant's `modifier: idf`: sum over shared terms of idf(t) * q_t * d_t with
 // idf = ln((N - n + 0.5) / (n + 0.5) + 1), N the collection's points and n those holding t (counted from the
 // postings at query time, so IDF is always that of the whole collection, with or without a filter).
+//
+// Equal scores are ranked by tie_key, the embedded store's tie key (payloads.ts tieKeyOf: a hash of what the chunk
+// says), then by chunk_id, so that both stores, and a KB and its import, rank tied chunks alike. A table made before the
+// column has it added when a process first uses it, and its rows keyed in the background (they rank after keyed
+// rows until then).
 //
 // Writes are transactions, durable when they resolve. An upsert batch takes a transaction-scoped advisory lock per
 // chunk (sorted), so two writers of the same chunk serialise and neither leaves the other's postings behind (a new
@@ -30,6 +35,7 @@ import { AppError, serviceUnavailable } from '../../kernel/errors.ts'
 import type { ChunkPayload, VectorFilter, VectorHit, VectorPoint, VectorQuery, VectorStore } from '../ports.ts'
 import { checkKbId, dimensionMismatch, invalidPoint, pointProblem } from './errors.ts'
 import { checkFilter } from './filter.ts'
+import { tieKeyOf } from './payloads.ts'
 import { rescoredRows } from './rescore.ts'
 
 export interface PgvectorVectorStoreOptions {
@@ -86,6 +92,9 @@ interface Collection {
 }
 
 const collectionOf = (id: number, dims: number, half: boolean): Collection => ({ id, dims, half, table: `quarry_vec_${id}`, terms: `quarry_vec_${id}_terms` })
+
+/** Rows keyed per statement when a table made before tie_key is filled. */
+const TIE_FILL_BATCH = 1000
 
 /** A u32 term id as the int4 PostgreSQL stores (the same bits): ids are only compared, never read back. */
 const termKey = (t: number) => t | 0
@@ -292,6 +301,7 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
         const half = (options.halfIndex ?? true) || dims > PGVECTOR_MAX_VECTOR_DIMS
         const [row] = await tx.unsafe(`INSERT INTO ${REGISTRY} (kb_id, dims, half_index) VALUES ($1, $2, $3) RETURNING id`, [kbId, dims, half])
         const c = collectionOf(Number(row.id), dims, half)
+        keyed.add(c.id)
         await tx.unsafe(`CREATE TABLE ${c.table} (
           pid bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
           chunk_id text NOT NULL UNIQUE,
@@ -303,6 +313,7 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
           updated_ms bigint,
           terms integer[] NOT NULL,
           payload text NOT NULL,
+          tie_key bigint,
           dense vector(${dims}) NOT NULL)`)
         const opclass = half ? 'halfvec_cosine_ops' : 'vector_cosine_ops'
         await tx.unsafe(`CREATE INDEX ${c.table}_hnsw ON ${c.table} USING hnsw (${indexExpr(c)} ${opclass}) WITH (m = ${m}, ef_construction = ${efConstruction})`)
@@ -314,6 +325,50 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
         await tx.unsafe(`CREATE TABLE ${c.terms} (term integer NOT NULL, pid bigint NOT NULL, weight real NOT NULL, PRIMARY KEY (term, pid) INCLUDE (weight))`)
         return c
       }) as Promise<Collection>)
+  }
+
+  /** Collections whose points table this process has seen with tie_key (and whose unkeyed rows it has set keying). */
+  const keyed = new Set<number>()
+  /** Background fills of tie_key under way (tableTieKeys), awaited by close(). */
+  const filling = new Set<Promise<void>>()
+
+  /**
+   * Keys a table's rows that have no tie_key yet (written before the column existed, or by a process of an older
+   * release), a batch at a time. Rows a writer holds are skipped: its write sets their keys.
+   */
+  const fillTieKeys = async (c: Collection): Promise<void> => {
+    while (!closed) {
+      const n = await client.begin(async (tx) => {
+        const rows = await tx.unsafe(`SELECT pid, payload FROM ${c.table} WHERE tie_key IS NULL LIMIT ${TIE_FILL_BATCH} FOR UPDATE SKIP LOCKED`)
+        if (rows.length === 0) return 0
+        const pids = rows.map((r) => String(r.pid))
+        const keys = rows.map((r) => String(tieKeyOf(JSON.parse(r.payload as string) as ChunkPayload)))
+        await tx.unsafe(`UPDATE ${c.table} p SET tie_key = u.k FROM unnest($1::int8[], $2::int8[]) AS u(pid, k) WHERE p.pid = u.pid`, [pids, keys])
+        return rows.length
+      }) as number
+      if (n === 0) return
+    }
+  }
+
+  /**
+   * Once per process and collection: adds tie_key to a points table made before it (under the schema lock, as a
+   * drop takes it), and starts keying the rows that lack one. A failed fill is tried again at the next use.
+   */
+  const tableTieKeys = async (c: Collection): Promise<void> => {
+    if (keyed.has(c.id)) return
+    await run(`add tie_key to ${c.table}`, () => client.begin(async (tx) => {
+      await tx.unsafe(`SELECT pg_advisory_xact_lock(${SCHEMA_LOCK})`)
+      const [found] = await tx.unsafe(`SELECT to_regclass($1) IS NOT NULL AS table,
+          EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'tie_key' AND NOT attisdropped) AS column`, [c.table])
+      // Dropped since it was read: the caller's statement finds it gone.
+      if (found.table && !found.column) await tx.unsafe(`ALTER TABLE ${c.table} ADD COLUMN IF NOT EXISTS tie_key bigint`)
+    }), true)
+    keyed.add(c.id)
+    const fill = fillTieKeys(c).catch(() => {
+      keyed.delete(c.id)
+    })
+    filling.add(fill)
+    void fill.finally(() => filling.delete(fill))
   }
 
   /** The KB's collection: cached, read, or (with createDims) created; null when absent and not to be created. */
@@ -336,6 +391,7 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
       const c = await resolve(kbId, createDims)
       if (c === null) return absent
       try {
+        await tableTieKeys(c)
         return await fn(c)
       } catch (err) {
         if (!(err instanceof StaleCollection)) throw err
@@ -359,6 +415,7 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
     const updated: (string | null)[] = []
     const terms: string[] = []
     const payloads: string[] = []
+    const tieKeys: string[] = []
     const dense: string[] = []
     const postChunk: number[] = []
     const postTerm: number[] = []
@@ -376,6 +433,7 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
       const ids = Array.from(p.sparse.indices, termKey)
       terms.push(`{${ids.join(',')}}`)
       payloads.push(JSON.stringify(pl))
+      tieKeys.push(String(tieKeyOf(pl)))
       dense.push(vectorText(p.dense))
       for (let k = 0; k < ids.length; k++) {
         postChunk.push(i + 1)
@@ -391,14 +449,14 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
       tx.unsafe(`WITH old AS (SELECT p.pid, p.terms FROM ${c.table} p WHERE p.chunk_id = ANY($1::text[]) ORDER BY p.chunk_id FOR UPDATE)
         DELETE FROM ${c.terms} t USING (SELECT pid, unnest(terms) AS term FROM old) o WHERE t.term = o.term AND t.pid = o.pid`, [chunkIds]),
       tx.unsafe(`WITH u AS (
-          SELECT * FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::text[], $9::text[], $10::text[])
-            WITH ORDINALITY AS u(chunk_id, doc_id, chunk_index, source_type, doc_type, source, updated_ms, terms, payload, dense, n)),
+          SELECT * FROM unnest($1::text[], $2::text[], $3::int4[], $4::text[], $5::text[], $6::text[], $7::int8[], $8::text[], $9::text[], $15::int8[], $10::text[])
+            WITH ORDINALITY AS u(chunk_id, doc_id, chunk_index, source_type, doc_type, source, updated_ms, terms, payload, tie_key, dense, n)),
         up AS (
-          INSERT INTO ${c.table} AS p (chunk_id, doc_id, chunk_index, source_type, doc_type, source, updated_ms, terms, payload, dense)
-          SELECT chunk_id, doc_id, chunk_index, source_type, doc_type, source, updated_ms, terms::int4[], payload, dense::vector(${c.dims}) FROM u ORDER BY chunk_id
+          INSERT INTO ${c.table} AS p (chunk_id, doc_id, chunk_index, source_type, doc_type, source, updated_ms, terms, payload, tie_key, dense)
+          SELECT chunk_id, doc_id, chunk_index, source_type, doc_type, source, updated_ms, terms::int4[], payload, tie_key, dense::vector(${c.dims}) FROM u ORDER BY chunk_id
           ON CONFLICT (chunk_id) DO UPDATE SET doc_id = EXCLUDED.doc_id, chunk_index = EXCLUDED.chunk_index, source_type = EXCLUDED.source_type,
             doc_type = EXCLUDED.doc_type, source = EXCLUDED.source, updated_ms = EXCLUDED.updated_ms, terms = EXCLUDED.terms,
-            payload = EXCLUDED.payload, dense = EXCLUDED.dense
+            payload = EXCLUDED.payload, tie_key = EXCLUDED.tie_key, dense = EXCLUDED.dense
           RETURNING p.pid, p.chunk_id, (p.xmax = 0) AS inserted),
         post AS (
           INSERT INTO ${c.terms} (term, pid, weight)
@@ -407,7 +465,7 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
         counted AS (
           UPDATE ${REGISTRY} SET points = points + (SELECT count(*) FROM up WHERE inserted) WHERE id = $14)
         SELECT count(*) AS n FROM up`,
-      [chunkIds, docIds, indexes, sourceTypes, docTypes, sources, updated, terms, payloads, dense, postChunk, postTerm, postWeight, c.id]),
+      [chunkIds, docIds, indexes, sourceTypes, docTypes, sources, updated, terms, payloads, dense, postChunk, postTerm, postWeight, c.id, tieKeys]),
     ])
   }
 
@@ -419,14 +477,16 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
     // The index orders the scan by halfvec distance (and only roughly under an iterative scan): two rows a hair apart
     // at the border can come out of it in the wrong order, so a search with exact scores takes more candidates than
     // `limit` (rescoredRows, as the embedded store rescores its quantized graph's) and cuts the list by the exact f32
-    // distance. A rankOnly search (hybrid fusion reads ranks only) takes `limit`, as the embedded store does.
+    // distance. A rankOnly search (hybrid fusion reads ranks only) takes `limit`, as the embedded store does. Either
+    // takes the rows that tie with its last candidate too (WITH TIES), so that equal distances at the cut are ranked
+    // among themselves by tie_key.
     const fetch = rankOnly ? limit : rescoredRows(limit, effort)
     const params: unknown[] = [vectorText(vector), limit, fetch]
     const cond = filter === undefined ? 'TRUE' : filterSql(filter, params)
     const dist = `${indexExpr(c)} <=> ${queryExpr(c, '$1')}`
     const text = `WITH h AS MATERIALIZED (
-        SELECT p.chunk_id, p.payload, p.dense <=> $1::vector(${c.dims}) AS d FROM ${c.table} p WHERE ${cond} ORDER BY ${dist} LIMIT $3)
-      SELECT 1 - d AS score, chunk_id, payload FROM h ORDER BY d + 0, chunk_id LIMIT $2`
+        SELECT p.chunk_id, p.payload, p.tie_key, p.dense <=> $1::vector(${c.dims}) AS d FROM ${c.table} p WHERE ${cond} ORDER BY ${dist} FETCH FIRST $3 ROWS WITH TIES)
+      SELECT 1 - d AS score, chunk_id, payload FROM h ORDER BY d + 0, tie_key, chunk_id LIMIT $2`
     const ef = effort !== undefined && effort > 0 && effort < 1 ? Math.min(1000, Math.max(fetch, Math.ceil(efSearch * effort))) : efSearch
     let rows: Row[]
     if (ef === efSearch) {
@@ -446,7 +506,7 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
       const kept = filterSql(filter, exact)
       rows = await run(`search ${c.table}`, () => q<Row>(
         `SELECT 1 - (p.dense <=> $1::vector(${c.dims})) AS score, p.chunk_id, p.payload FROM ${c.table} p WHERE ${kept}
-         ORDER BY (p.dense <=> $1::vector(${c.dims})) + 0, p.chunk_id LIMIT $2`, exact), true)
+         ORDER BY (p.dense <=> $1::vector(${c.dims})) + 0, p.tie_key, p.chunk_id LIMIT $2`, exact), true)
     }
     return toHits(rows)
   }
@@ -460,13 +520,15 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
         FROM q CROSS JOIN (SELECT points::float8 AS points FROM ${REGISTRY} WHERE id = $3) r
           CROSS JOIN LATERAL (SELECT count(*)::float8 AS n FROM ${c.terms} t WHERE t.term = q.term) d
         WHERE d.n > 0)`
+    // Equal scores by tie_key: unfiltered, the best `limit` are taken with the points that tie with the last (WITH TIES),
+    // so that equal scores at the cut are ranked among themselves.
     const text = filter === undefined
       ? `WITH ${weighted},
-          s AS (SELECT t.pid, sum(qi.qw * t.weight) AS score FROM qi JOIN ${c.terms} t ON t.term = qi.term GROUP BY t.pid ORDER BY score DESC LIMIT $4)
-        SELECT s.score, p.chunk_id, p.payload FROM s JOIN ${c.table} p ON p.pid = s.pid ORDER BY s.score DESC`
+          s AS (SELECT t.pid, sum(qi.qw * t.weight) AS score FROM qi JOIN ${c.terms} t ON t.term = qi.term GROUP BY t.pid ORDER BY score DESC FETCH FIRST $4 ROWS WITH TIES)
+        SELECT s.score, p.chunk_id, p.payload FROM s JOIN ${c.table} p ON p.pid = s.pid ORDER BY s.score DESC, p.tie_key, p.chunk_id LIMIT $4`
       : `WITH ${weighted},
           s AS (SELECT t.pid, sum(qi.qw * t.weight) AS score FROM qi JOIN ${c.terms} t ON t.term = qi.term GROUP BY t.pid)
-        SELECT s.score, p.chunk_id, p.payload FROM s JOIN ${c.table} p ON p.pid = s.pid WHERE ${filterSql(filter, params)} ORDER BY s.score DESC LIMIT $4`
+        SELECT s.score, p.chunk_id, p.payload FROM s JOIN ${c.table} p ON p.pid = s.pid WHERE ${filterSql(filter, params)} ORDER BY s.score DESC, p.tie_key, p.chunk_id LIMIT $4`
     return toHits(await run(`search ${c.terms}`, () => q<Row>(text, params), true))
   }
 
@@ -607,6 +669,8 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
       if (closed) return
       closed = true
       known.clear()
+      // A fill stops after its batch under way (it checks `closed`).
+      await Promise.allSettled([...filling])
       await client.end({ timeout: 5 })
     },
   }

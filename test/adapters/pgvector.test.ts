@@ -5,10 +5,14 @@
 // several store instances (processes) share one database, wide vectors go under a halfvec index, and the errors.
 import assert from 'node:assert/strict'
 import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { createServer } from 'node:net'
-import { after, before, describe, it } from 'node:test'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, it, type TestContext } from 'node:test'
 import postgres from 'postgres'
 import type { ChunkPayload, VectorFilter, VectorPoint, VectorStore } from '../../adapters/ports.ts'
+import { createEmbeddedVectorStore } from '../../adapters/vectors/embedded.ts'
 import { createPgvectorVectorStore, SCHEMA_LOCK, type PgvectorVectorStoreOptions } from '../../adapters/vectors/pgvector.ts'
 import { mulberry32 as rng } from '../../bench/lib/rng.ts'
 import { createTempDatabase, skipUnlessPgvector, type TempDatabase } from '../helpers/pg.ts'
@@ -514,5 +518,66 @@ describe('pgvector driver: errors', { skip }, () => {
       await a.unsafe(`DROP ROLE IF EXISTS ${role}`)
       await a.end()
     }
+  })
+})
+
+describe('pgvector driver: tie order', { skip }, () => {
+  // Twelve chunks with one dense and one sparse vector, so every score ties; the copy holds them under other ids and
+  // written in the other order, as an import makes them. A cut (5) inside the tie: which of the twelve come, in what order.
+  const chunk = (kb: string, doc: string, i: number) => point(kb, doc, i, axis(0), [[7, 1]], { text: `note ${i}: ${'abcdefghijkl'[i].repeat(3)}`, title: 'Notes', source: `notes-${i}.md` })
+  const write = async (s: VectorStore, orig: string, copy: string) => {
+    await s.upsert(orig, Array.from({ length: 12 }, (_, i) => chunk(orig, `a${i}`, i)))
+    await s.upsert(copy, Array.from({ length: 12 }, (_, j) => chunk(copy, `x${(11 - j) * 7919}`, 11 - j)))
+  }
+  const texts = (hits: { payload: { text: string } }[]) => hits.map((h) => h.payload.text)
+  const answer = async (s: VectorStore, kb: string) => {
+    const hybrid = await s.search(kb, { dense: Float32Array.from(axis(0)), sparse: sparse([[7, 1]]), limit: 5, rankOnly: true })
+    const exact = await s.search(kb, { dense: Float32Array.from(axis(0)), sparse: sparse([[7, 1]]), limit: 5 })
+    const filtered = await s.search(kb, { dense: Float32Array.from(axis(0)), sparse: sparse([[7, 1]]), limit: 5, filter: { sourcePrefix: 'notes-' } })
+    return [texts(hybrid.dense), texts(hybrid.sparse), texts(exact.dense), texts(exact.sparse), texts(filtered.dense), texts(filtered.sparse)]
+  }
+  /** The embedded store's answers for the same chunks: what pgvector must give. */
+  const embeddedAnswers = async (t: TestContext) => {
+    const dir = mkdtempSync(join(tmpdir(), 'quarry-pgvector-ties-'))
+    t.after(() => rmSync(dir, { recursive: true, force: true }))
+    const embedded = await createEmbeddedVectorStore({ dir, dimensions: DIMS })
+    try {
+      await write(embedded, 'orig', 'copy')
+      return await answer(embedded, 'orig')
+    } finally {
+      await embedded.close()
+    }
+  }
+
+  it('ranks tied chunks as the embedded store does, by what they say: a KB and its import answer alike', async (t) => {
+    const expected = await embeddedAnswers(t)
+    // The tie order is not the order of writing: the first five written are not the answer.
+    assert.notDeepEqual(expected[0], Array.from({ length: 5 }, (_, i) => chunk('k', 'd', i).payload.text))
+    const store = await storeOn(await tempDatabase())
+    t.after(() => store.close())
+    const [orig, copy] = [kbName('orig'), kbName('copy')]
+    await write(store, orig, copy)
+    assert.deepEqual(await answer(store, orig), expected, 'pgvector ranks the tie as the embedded store')
+    assert.deepEqual(await answer(store, copy), expected, 'and the import as the original')
+  })
+
+  it('keys the rows of a table made before tie_key when a process first uses it, and then ranks them alike', async (t) => {
+    const expected = await embeddedAnswers(t)
+    const db = await tempDatabase()
+    const before = await storeOn(db)
+    const kb = kbName('old')
+    await write(before, kb, kbName('other'))
+    await before.close()
+    // As an older release left the table: no tie_key column.
+    const sql = admin(db)
+    t.after(() => sql.end())
+    const [{ id }] = await sql<{ id: number }[]>`SELECT id FROM quarry_vector_collections WHERE kb_id = ${kb}`
+    await sql.unsafe(`ALTER TABLE quarry_vec_${id} DROP COLUMN tie_key`)
+    const store = await storeOn(db)
+    t.after(() => store.close())
+    assert.equal((await store.search(kb, { sparse: sparse([[7, 1]]), limit: 12 })).sparse.length, 12, 'searchable at once')
+    const unkeyed = async () => Number((await sql.unsafe(`SELECT count(*) AS n FROM quarry_vec_${id} WHERE tie_key IS NULL`))[0].n)
+    await waitFor(async () => (await unkeyed()) === 0 || null, 'the old rows to be keyed')
+    assert.deepEqual(await answer(store, kb), expected)
   })
 })
