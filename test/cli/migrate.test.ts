@@ -95,8 +95,8 @@ describe('quarry migrate between the embedded engines and the services', { skip:
     await sqlA.query(`INSERT INTO system_config (key, value) VALUES ('max_docs_count', '500'::jsonb)`)
     const before = await snapshot(a, src.kb, src.queries)
     const beforeOther = await snapshot(a, 'another', ['ledgers and inventories'])
-    // pgvector ranks tied chunks its own way (here a chunk and its copy's, whose texts are the same): compared with B,
-    // hybrid answers are the same results; back on the embedded store (C), the same order too.
+    // Hybrid's dense ranks come from each store's own index (the embedded store's i8 graph, pgvector's halfvec HNSW), so
+    // compared with B, hybrid answers are the same results; back on the embedded store (C), the same order too.
     const acrossStores = { acrossStores: true }
     const beforeAcross = await snapshot(a, src.kb, src.queries, acrossStores)
     const beforeOtherAcross = await snapshot(a, 'another', ['ledgers and inventories'], acrossStores)

@@ -127,10 +127,10 @@ export async function listAll(svc: StartedApp, kb: string): Promise<Json[]> {
 
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex')
 
-/** Everything about a KB that must survive the trip, with ids replaced by the sources they name. */
 /**
- * What a KB holds and answers. `acrossStores`: the two answers to compare come from different vector stores, which break
- * ties their own ways (docs/search.md), so hybrid answers are compared as the same results, not their order.
+ * Everything about a KB that must survive the trip, with ids replaced by the sources they name. `acrossStores`: the two
+ * answers to compare come from different vector stores, whose indexes give hybrid fusion its dense ranks each its own
+ * way, so hybrid answers are compared as the same results, not their order.
  */
 export async function snapshot(svc: StartedApp, kb: string, queries: string[], opts: { acrossStores?: boolean } = {}): Promise<Json> {
   const docs = await listAll(svc, kb)
