@@ -49,6 +49,11 @@ export interface EmbeddedVectorStoreOptions {
   /**
    * Threads for background graph building. Default 1: with 2 threads usearch 2.26 left about 0.1-0.3% of
    * points unreachable (a point's own vector did not find it among the top 11; 0 misses with 1 thread).
+   * Measured again with usearch 2.26.2 (bench/search/graph-threads.ts: 20,000 clustered points of 256
+   * dimensions, i8 graph; 2026-11-30, Intel Xeon, 2 cores): 14 and 13 unreachable with 2 threads, 5 and 5 with 1
+   * (1.3-1.4x the points/s for 17-31 % more CPU per point). Two threads only once writes pause would have let the graph that trails a bulk ingest catch up sooner (2,000
+   * documents ingested: 10.5 and 10.8 s against 14.0-18.9 s in four runs), so that is left out too. usearch also
+   * refuses an add with more threads than the graph had when it last grew ("Reserve capacity ahead of insertions!").
    */
   indexThreads?: number
   /** Longest the event loop is held by one slice of graph building, in ms. Default 8. */
