@@ -51,9 +51,10 @@ export interface EmbeddedVectorStoreOptions {
    * points unreachable (a point's own vector did not find it among the top 11; 0 misses with 1 thread).
    * Measured again with usearch 2.26.2 (bench/search/graph-threads.ts: 20,000 clustered points of 256
    * dimensions, i8 graph; 2026-11-30, Intel Xeon, 2 cores): 14 and 13 unreachable with 2 threads, 5 and 5 with 1
-   * (1.3-1.4x the points/s for 17-31 % more CPU per point). Two threads only once writes pause would have let the graph that trails a bulk ingest catch up sooner (2,000
-   * documents ingested: 10.5 and 10.8 s against 14.0-18.9 s in four runs), so that is left out too. usearch also
-   * refuses an add with more threads than the graph had when it last grew ("Reserve capacity ahead of insertions!").
+   * (1.3-1.4x the points/s for 17-31 % more CPU per point). Two threads only once writes pause would have let the
+   * graph that trails a bulk ingest catch up sooner (2,000 documents ingested: 10.5 and 10.8 s against 14.0-18.9 s
+   * in four runs), so that is left out too. usearch also refuses an add with more threads than the graph had when it
+   * last grew ("Reserve capacity ahead of insertions!").
    */
   indexThreads?: number
   /** Longest the event loop is held by one slice of graph building, in ms. Default 8. */
@@ -147,6 +148,9 @@ function unitShare(value: number | undefined, fallback: number): number {
   return v
 }
 
+/** The graph's parameters unless a store is given others (bench/search/graph-threads.ts builds graphs with them). */
+export const GRAPH_DEFAULTS = { connectivity: 16, expansionAdd: 64, expansionSearch: 256, indexSliceMs: 8 } as const
+
 export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOptions): Promise<EmbeddedVectorStore> {
   const dir = resolve(options.dir)
   const dimensions = positiveInt('dimensions', options.dimensions, 0)
@@ -155,14 +159,14 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
   const collectionOpts: CollectionOptions = {
     dimensions,
     quantization,
-    connectivity: positiveInt('connectivity', options.connectivity, 16, 2),
-    expansionAdd: positiveInt('expansionAdd', options.expansionAdd, 64),
-    expansionSearch: positiveInt('expansionSearch', options.expansionSearch, 256),
+    connectivity: positiveInt('connectivity', options.connectivity, GRAPH_DEFAULTS.connectivity, 2),
+    expansionAdd: positiveInt('expansionAdd', options.expansionAdd, GRAPH_DEFAULTS.expansionAdd),
+    expansionSearch: positiveInt('expansionSearch', options.expansionSearch, GRAPH_DEFAULTS.expansionSearch),
     exactBudget: positiveInt('exactBudget', options.exactBudget, 1 << 19, 0),
     filterScanBudget: positiveInt('filterScanBudget', options.filterScanBudget, 1 << 20, 0),
     filterGraphCost: nonNegative('filterGraphCost', options.filterGraphCost, 3),
     indexThreads: positiveInt('indexThreads', options.indexThreads, 1),
-    indexSliceMs: positiveInt('indexSliceMs', options.indexSliceMs, 8),
+    indexSliceMs: positiveInt('indexSliceMs', options.indexSliceMs, GRAPH_DEFAULTS.indexSliceMs),
     busyShare: unitShare(options.busyShare, 0.25),
     snapshotMinBytes: positiveInt('snapshotMinBytes', options.snapshotMinBytes, 64 << 20, 0),
     snapshotIdleMs: positiveInt('snapshotIdleMs', options.snapshotIdleMs, 30_000, 0),

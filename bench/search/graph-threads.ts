@@ -7,6 +7,7 @@
 //   npx tsx bench/search/graph-threads.ts [--points=20000] [--dims=256] [--threads=1,2] [--runs=2]
 import { createRequire } from 'node:module'
 import { DenseIndex, type Usearch } from '../../adapters/vectors/dense-index.ts'
+import { GRAPH_DEFAULTS } from '../../adapters/vectors/embedded.ts'
 import { mulberry32 } from '../lib/rng.ts'
 import { machine } from '../lib/machine.ts'
 
@@ -29,12 +30,12 @@ const rows = Array.from({ length: points }, () => {
 const usearch = createRequire(import.meta.url)('usearch') as Usearch
 
 const m = machine()
-console.log(`machine: ${m.cpu} x${m.cores}; ${points} points of ${dims} dimensions, i8 graph, connectivity 16, expansion 64`)
+console.log(`machine: ${m.cpu} x${m.cores}; ${points} points of ${dims} dimensions, i8 graph, connectivity ${GRAPH_DEFAULTS.connectivity}, expansion ${GRAPH_DEFAULTS.expansionAdd}`)
 for (let run = 0; run < runs; run++) {
   for (const threads of threadCounts) {
     const index = new DenseIndex(usearch, {
-      dimensions: dims, quantization: 'i8', connectivity: 16, expansionAdd: 64, expansionSearch: 256,
-      exactBudget: 0, filterScanBudget: 0, filterGraphCost: 3, indexThreads: threads, indexSliceMs: 8,
+      ...GRAPH_DEFAULTS, dimensions: dims, quantization: 'i8',
+      exactBudget: 0, filterScanBudget: 0, filterGraphCost: 3, indexThreads: threads,
     })
     rows.forEach((v, r) => index.set(r, v))
     // Slices run here, one after another, not on the index's timer.
