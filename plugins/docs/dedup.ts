@@ -18,7 +18,7 @@
 //   stage-1 "identical" is checked the same way before the document is skipped;
 // - identical content under another title is the "title changed" verdict of the older service: the new
 //   document is indexed and the older one becomes outdated.
-import type { SqlRunner } from '../../adapters/ports.ts'
+import type { Sql, SqlRunner } from '../../adapters/ports.ts'
 import { chunkPairs as chunkPairsFlat, packRows, type ChunkPairs } from '../../compute/dedup/chunks.ts'
 import { identityDiff, unpackIdentity, type Identity } from '../../compute/dedup/identity.ts'
 import { MINHASH_EMPTY, simhashFromHex, titleSimilarity } from '../../compute/dedup/index.ts'
@@ -150,6 +150,26 @@ export class KbSignatures {
     }
   }
 
+  /** The sequence numbers above `seq` this index holds. */
+  seqsAfter(seq: number): number[] {
+    const out: number[] = []
+    for (let slot = 0; slot < this.ids.length; slot++) if (this.ids[slot] !== null && this.seqs[slot] > seq) out.push(this.seqs[slot])
+    return out
+  }
+
+  /** The entries whose sequence number is above `seq`, but `selfId` and those in `skip`, as an index of their own. */
+  subsetAfter(seq: number, selfId: string, skip: ReadonlySet<string>): KbSignatures {
+    const out = new KbSignatures()
+    const lanes = new Uint32Array(SIMHASH_LANES)
+    for (let slot = 0; slot < this.ids.length; slot++) {
+      const id = this.ids[slot]
+      if (id === null || this.seqs[slot] <= seq || id === selfId || skip.has(id)) continue
+      lanes.set(this.simhash.subarray(slot * SIMHASH_LANES, (slot + 1) * SIMHASH_LANES))
+      out.set(id, lanes, this.minhash.subarray(slot * this.permutations, (slot + 1) * this.permutations), this.titles[slot], this.seqs[slot])
+    }
+    return out
+  }
+
   delete(docId: string): void {
     const slot = this.slotOf.get(docId)
     if (slot === undefined) return
@@ -276,6 +296,16 @@ export async function screenEntries(
 }
 
 /**
+ * The signature rows of a KB above sequence number `after` but those numbered `known` (held in memory already):
+ * a signature row is read whole only once per process, since its MinHash (512 bytes of bytea) costs most of the read.
+ */
+async function readUnknown(db: SqlRunner, kbId: string, after: number, known: readonly number[]): Promise<{ doc_id: string; simhash: Uint32Array; minhash: Uint32Array; title: string; seq: number }[]> {
+  const rows = await db.query<{ doc_id: string; simhash: string; minhash: Uint8Array; title: string; seq: number }>(
+    'SELECT doc_id, simhash, minhash, title, seq FROM dedup_signatures WHERE kb_id = $1 AND seq > $2 AND seq <> ALL($3::int8[])', [kbId, after, known])
+  return rows.map((r) => ({ doc_id: r.doc_id, simhash: simhashFromHex(r.simhash), minhash: toLanes(r.minhash), title: r.title, seq: Number(r.seq) }))
+}
+
+/**
  * Sequence numbers are taken when a row is written but become visible when it commits, which can be in a
  * different order across concurrent writers: the last REREAD numbers are read again (more than the writers
  * that can be in flight at once), so a late commit is not missed.
@@ -304,15 +334,14 @@ export class SignatureIndex {
     const now = performance.now()
     if (now - kb.readAt < this.refreshMs) return kb.entries
     kb.readAt = now
-    const rows = await db.query<{ doc_id: string; simhash: string; minhash: Uint8Array; title: string; seq: number }>(
-      'SELECT doc_id, simhash, minhash, title, seq FROM dedup_signatures WHERE kb_id = $1 AND seq > $2', [kbId, Math.max(0, kb.seen - REREAD)])
-    for (const r of rows) {
-      const seq = Number(r.seq)
-      // The read position moves past every row read, this process's own commits (already added) included: the
-      // next refresh then reads only what committed since, not every signature of the KB again.
-      if (seq > kb.seen) kb.seen = seq
-      if (kb.entries.seqOf(r.doc_id) === seq) continue
-      kb.entries.set(r.doc_id, simhashFromHex(r.simhash), toLanes(r.minhash), r.title, seq)
+    const from = Math.max(0, kb.seen - REREAD)
+    const seqs = kb.entries.seqsAfter(from)
+    // The read position moves past every row this index holds, this process's own commits included: the next
+    // refresh then reads only what committed since, not every signature of the KB again.
+    for (const seq of seqs) if (seq > kb.seen) kb.seen = seq
+    for (const r of await readUnknown(db, kbId, from, seqs)) {
+      if (r.seq > kb.seen) kb.seen = r.seq
+      kb.entries.set(r.doc_id, r.simhash, r.minhash, r.title, r.seq)
     }
     return kb.entries
   }
@@ -335,8 +364,41 @@ export class SignatureIndex {
 
   /** Stages 1 and 2. */
   async screen(db: SqlRunner, kbId: string, selfId: string, sig: Signatures, cfg: DedupCfg): Promise<EarlyVerdict> {
+    return (await this.screenFrom(db, kbId, selfId, sig, cfg)).early
+  }
+
+  /**
+   * Stages 1 and 2, and the sequence number they screened up to (`seen`): a signature committed later was not
+   * compared, and `rescreen` compares it at the commit.
+   */
+  async screenFrom(db: SqlRunner, kbId: string, selfId: string, sig: Signatures, cfg: DedupCfg): Promise<{ early: EarlyVerdict; seen: number }> {
     const entries = await this.refresh(db, kbId)
-    return screenEntries(entries, selfId, sig, cfg, (candidates) => this.confirm(db, kbId, selfId, candidates))
+    // read before the scan, in the same turn: no other screen's refresh comes in between
+    const seen = this.kbs.get(kbId)!.seen
+    return { early: await screenEntries(entries, selfId, sig, cfg, (candidates) => this.confirm(db, kbId, selfId, candidates)), seen }
+  }
+
+  /**
+   * Stages 1 and 2 against the signatures committed after `since` (a document's own screen, or its last rescreen),
+   * leaving out the documents already judged against it. The pipeline calls this in the transaction that indexes the
+   * document, under the KB's commit lock (commitUnlessLate): a copy and its original processed at the same moment
+   * were each screened before the other was indexed, and the one that commits second finds the first here. Under
+   * the lock the KB's signatures commit in the order of their sequence numbers, so `since` misses none.
+   */
+  async rescreen(db: SqlRunner, kbId: string, selfId: string, sig: Signatures, cfg: DedupCfg, since: number, judged: ReadonlySet<string>): Promise<{ early: EarlyVerdict; seen: number }> {
+    let kb = this.kbs.get(kbId)
+    if (!kb) this.kbs.set(kbId, (kb = { entries: new KbSignatures(), seen: 0, readAt: -Infinity }))
+    // What this process committed itself is in memory already (`add`): only other processes' commits are read.
+    const seqs = kb.entries.seqsAfter(since)
+    let seen = since
+    for (const seq of seqs) if (seq > seen) seen = seq
+    for (const r of await readUnknown(db, kbId, since, seqs)) {
+      if (r.seq > seen) seen = r.seq
+      kb.entries.set(r.doc_id, r.simhash, r.minhash, r.title, r.seq)
+    }
+    const late = kb.entries.subsetAfter(since, selfId, judged)
+    if (late.size === 0) return { early: { verdict: 'unique' }, seen }
+    return { early: await screenEntries(late, selfId, sig, cfg, (candidates) => this.confirm(db, kbId, selfId, candidates)), seen }
   }
 
   /**
@@ -670,6 +732,56 @@ export async function finishIndexed(db: SqlRunner, kbId: string, docId: string, 
       dedup, sig.identity ?? null, supersede?.docId ?? null, supersede?.dedup ?? null],
   )
   return rows.length > 0 ? { seq: Number(rows[0].seq), superseded: Number(rows[0].superseded) > 0 } : null
+}
+
+/** The commit in progress per KB in this process (commitUnlessLate): the next waits for it without holding a connection. */
+const commitsInTurn = new Map<string, Promise<void>>()
+
+async function inTurn<R>(kbId: string, fn: () => Promise<R>): Promise<R> {
+  const before = commitsInTurn.get(kbId)
+  const run = before ? before.then(fn) : fn()
+  const settled = run.then(() => {}, () => {})
+  commitsInTurn.set(kbId, settled)
+  try {
+    return await run
+  } finally {
+    if (commitsInTurn.get(kbId) === settled) commitsInTurn.delete(kbId)
+  }
+}
+
+/**
+ * One try at indexing a document whose signatures were screened up to `since`: one commit per KB at a time, the
+ * signatures committed since are screened (SignatureIndex.rescreen); when they find nothing, `commit` indexes the
+ * document, and otherwise nothing is written and the caller judges what was found, then tries again from `seen`.
+ * Without the turn a copy and its original, each screened before the other was indexed, could both rescreen before
+ * either committed.
+ *
+ * Commits take turns per KB in this process; on PostgreSQL, where other processes commit too, the rescreen and
+ * `commit` also run in one transaction under a transaction-scoped advisory lock per KB. PGlite has one process (it
+ * holds the data folder), so the turn suffices there, and the two statements run on their own: a transaction would
+ * hold its one connection from every other caller meanwhile.
+ */
+export async function commitUnlessLate<R>(sql: Pick<Sql, 'name' | 'transaction' | 'query'>, index: SignatureIndex, kbId: string, docId: string, sig: Signatures, cfg: DedupCfg,
+  since: number, judged: ReadonlySet<string>, commit: (tx: SqlRunner) => Promise<R>): Promise<({ late: Exclude<EarlyVerdict, { verdict: 'unique' }> } | { done: R }) & { seen: number }> {
+  const attempt = async (tx: SqlRunner) => {
+    const { early, seen } = await index.rescreen(tx, kbId, docId, sig, cfg, since, judged)
+    if (early.verdict !== 'unique') return { late: early, seen }
+    return { done: await commit(tx), seen }
+  }
+  return inTurn(kbId, () => sql.name === 'pglite' ? attempt(sql) : sql.transaction(async (tx) => {
+    await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`quarry:dedup-commit:${kbId}`])
+    return attempt(tx)
+  }))
+}
+
+/**
+ * The verdict a document ends with when its rescreen at the commit found `late` (a document indexed while this
+ * one was processed) after its own screen gave `current`. A copy of a newer document is not indexed; otherwise
+ * the stronger relation stands, and of two of one kind the first (a document supersedes at most one other).
+ */
+export function laterVerdict(current: FinalVerdict, late: FinalVerdict): FinalVerdict {
+  const rank = (v: FinalVerdict) => v.verdict === 'identical' ? 3 : v.verdict === 'similar' || v.verdict === 'title_changed' ? 2 : v.verdict === 'unique' ? 0 : 1
+  return rank(late) > rank(current) ? late : current
 }
 
 /** Records that two documents are distinct (a restore): neither is judged against the other again. */

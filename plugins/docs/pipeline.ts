@@ -12,7 +12,7 @@ import type { Chunk, DocType } from '../../compute/types.ts'
 import type { Settings } from '../../kernel/config/schema.ts'
 import type { Logger } from '../../kernel/log.ts'
 import { packPicked, packRows, samplePairs } from '../../compute/dedup/chunks.ts'
-import { compare, dedupRecords, dropSignatures, finishIndexed, rankByIdentity, relate, relationSideOf, relationSides, SignatureIndex, titleChanged, type DedupRecord, type FinalVerdict, type PairScorer } from './dedup.ts'
+import { commitUnlessLate, compare, dedupRecords, dropSignatures, finishIndexed, laterVerdict, rankByIdentity, relate, relationSideOf, relationSides, SignatureIndex, titleChanged, type EarlyVerdict, type FinalVerdict, type PairScorer } from './dedup.ts'
 import { effectiveKbSettings } from '../../kernel/config/kb-settings.ts'
 import { docTypeOf } from './formats.ts'
 import type { DocRepo, DocumentRecord } from './repo.ts'
@@ -154,9 +154,10 @@ export function createProcessor(deps: {
       const title = (doc.connector_id && doc.title) || parsed.title || doc.title
 
       // dedup stages 1-2
-      const early = signatures
-        ? await stage('dedup', () => signatureIndex.screen(sql, kbId, docId, signatures, cfg.dedup))
-        : { verdict: 'unique' as const }
+      const screened = signatures
+        ? await stage('dedup', () => signatureIndex.screenFrom(sql, kbId, docId, signatures, cfg.dedup))
+        : { early: { verdict: 'unique' as const }, seen: 0 }
+      const early: EarlyVerdict = screened.early
       // The relation rule tells a copy or a revision from a sibling or an overlap before anything is hidden.
       const related = async (v: FinalVerdict): Promise<FinalVerdict> => {
         if (v.verdict === 'unique' || !signatures) return v
@@ -197,7 +198,9 @@ export function createProcessor(deps: {
       })
 
       // dedup stage 3: the chunk comparison runs in the compute pool, bounded in pairs (compute/dedup/chunks.ts)
-      if (early.verdict === 'compare') {
+      const judge = async (v: EarlyVerdict): Promise<FinalVerdict> => {
+        if (v.verdict === 'unique') return v
+        if (v.verdict === 'identical') return related(titleChanged({ verdict: 'identical', match: v.match, score: 1, title: v.title, stage: 1 }, signatures?.title ?? ''))
         // Only the chunks that will be compared are copied here (a sample of the new document's past 2^20 pairs), and
         // the candidate's rows as the store read them (one matrix in the embedded store): the main thread does no
         // more than what the worker needs moved to it.
@@ -210,17 +213,17 @@ export function createProcessor(deps: {
             fresh: a.flat, other: b.flat, dims: a.dims || b.dims, matchThreshold, maxPairs: Infinity, counts: { fresh: fresh.length, other: other.length },
           }, { transfer: moved, signal })
         }
-        verdict = await stage('dedup', async () => {
-          const candidates = await rankByIdentity(early.candidates, signatures?.identity ?? null, (ids) => relationSides(sql, ids))
-          return related(titleChanged(
-            await compare(candidates, dense, (id) => vectors.docVectors(kbId, id), cfg.dedup, signatures ?? undefined, pairs), signatures?.title ?? ''))
-        })
+        const candidates = await rankByIdentity(v.candidates, signatures?.identity ?? null, (ids) => relationSides(sql, ids))
+        return related(titleChanged(
+          await compare(candidates, dense, (id) => vectors.docVectors(kbId, id), cfg.dedup, signatures ?? undefined, pairs), signatures?.title ?? ''))
+      }
+      if (early.verdict === 'compare') {
+        verdict = await stage('dedup', () => judge(early))
         if (verdict.verdict === 'identical') {
           await finishIdentical(doc, verdict, title, parsed.doc_type)
           return
         }
       }
-      const records = dedupRecords(docId, verdict)
 
       // upsert
       const now = new Date().toISOString()
@@ -247,9 +250,9 @@ export function createProcessor(deps: {
         }
       })
 
-      // meta (no transaction: until the final compare-and-set the document is `running`, and a crash before it
-      // makes recovery run it again; signature rows of a document that is not indexed are never compared)
-      await stage('meta', async () => {
+      // meta (one transaction, at the end: until the final compare-and-set the document is `running`, and a crash
+      // before it makes recovery run it again; signature rows of a document that is not indexed are never compared)
+      const ended = await stage('meta', async (): Promise<'indexed' | 'copy'> => {
         const reindex = doc.chunk_count !== null
         if (reindex) await sql.query('DELETE FROM parent_chunks WHERE doc_id = $1', [docId])
         if (seg.parents.length > 0) {
@@ -272,14 +275,35 @@ export function createProcessor(deps: {
         signal.throwIfAborted()
         let moved: boolean
         let superseded = false
-        const supersedes = verdict.verdict === 'similar' || verdict.verdict === 'title_changed' ? verdict.match : null
+        const supersedeOf = (v: FinalVerdict) => v.verdict === 'similar' || v.verdict === 'title_changed' ? v.match : null
         if (signatures) {
-          // a revision supersedes the older document in the statement that indexes it (issue 42: no crash can leave
-          // both indexed); the older one's vectors go after, and start-up reconciliation removes them if a crash came first
-          const done = await finishIndexed(sql, kbId, docId, signatures, fields, records.fresh, supersedes ? { docId: supersedes, dedup: records.older } : null)
-          moved = done !== null
-          superseded = done?.superseded ?? false
-          if (done) signatureIndex.add(kbId, docId, signatures, done.seq)
+          // A copy or a revision processed at the same moment as this document was not indexed when this one was
+          // screened: under the KB's commit lock, the signatures committed since are screened too, and the document
+          // is indexed in the same transaction only when they change nothing. What they do change is judged outside
+          // the lock (stage 3 reads vectors and runs in the pool), then the commit is tried again.
+          let since = screened.seen
+          const judged = new Set(early.verdict === 'compare' ? early.candidates.map((c) => c.doc_id) : [])
+          for (;;) {
+            signal.throwIfAborted()
+            const supersedes = supersedeOf(verdict)
+            const records = dedupRecords(docId, verdict)
+            // a revision supersedes the older document in the statement that indexes it (issue 42: no crash can leave
+            // both indexed); the older one's vectors go after, and start-up reconciliation removes them if a crash came first
+            const round = await commitUnlessLate(sql, signatureIndex, kbId, docId, signatures, cfg.dedup, since, judged,
+              (tx) => finishIndexed(tx, kbId, docId, signatures, fields, records.fresh, supersedes ? { docId: supersedes, dedup: records.older } : null))
+            since = round.seen
+            if ('done' in round) {
+              const done = round.done
+              moved = done !== null
+              superseded = done?.superseded ?? false
+              if (done) signatureIndex.add(kbId, docId, signatures, done.seq)
+              break
+            }
+            if (round.late.verdict === 'compare') for (const c of round.late.candidates) judged.add(c.doc_id)
+            else judged.add(round.late.match)
+            verdict = laterVerdict(verdict, await judge(round.late))
+            if (verdict.verdict === 'identical') return 'copy'
+          }
         } else {
           if (reindex) await dropSignatures(sql, docId)
           moved = (await repo.transition(docId, ['running'], 'indexed', { ...fields, last_error: null, duplicate_of: null, dedup: null })) !== null
@@ -287,6 +311,7 @@ export function createProcessor(deps: {
         if (!moved) throw new Superseded()
         indexed = true
         if (signatures) countVerdict(verdict)
+        const supersedes = supersedeOf(verdict)
         if (supersedes !== null && superseded) {
           signatureIndex.forget(kbId, supersedes)
           await vectors.deleteByDoc(kbId, supersedes)
@@ -294,7 +319,12 @@ export function createProcessor(deps: {
           log.info({ doc_id: docId, outdated: supersedes, verdict: verdict.verdict }, verdict.verdict === 'similar'
             ? 'similar document supersedes an older one' : 'identical content under a new title supersedes the older document')
         }
+        return 'indexed'
       })
+      if (ended === 'copy' && verdict.verdict !== 'unique') {
+        await finishIdentical(doc, verdict, title, parsed.doc_type)
+        return
+      }
       metrics.indexed++
     } catch (err) {
       if (indexed) {

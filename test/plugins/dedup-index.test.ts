@@ -1,17 +1,20 @@
 // The dedup decision of plugins/docs/dedup.ts: the in-memory signature index of stages 1-2 (against a real
 // PGlite database where it reads one), the stage-1 confirmation, stage 3's chunk score and the title rule.
-import { describe, it } from 'node:test'
+import { after, describe, it, type TestContext } from 'node:test'
 import assert from 'node:assert/strict'
-import type { SqlRunner } from '../../adapters/ports.ts'
+import type { Sql, SqlRunner } from '../../adapters/ports.ts'
 import { createPgliteSql } from '../../adapters/metadata/pglite.ts'
+import { createPostgresSql } from '../../adapters/metadata/postgres.ts'
 import { migrate } from '../../adapters/metadata/migrate.ts'
 import { dedupSignatures, jaccardEstimate, simhashFromHex, titleSimilarity } from '../../compute/dedup/index.ts'
 import {
-  chunkScore, compare, finishIndexed, IDENTICAL_MIN_JACCARD, KbSignatures, screenEntries, SignatureIndex, textScore, titleChanged, type Candidate, type Signatures,
+  chunkScore, commitUnlessLate, compare, finishIndexed, IDENTICAL_MIN_JACCARD, laterVerdict, KbSignatures, screenEntries, SignatureIndex, textScore, titleChanged, type Candidate, type Signatures,
 } from '../../plugins/docs/dedup.ts'
 import { domainText, editEvery25th, replaceTenth } from './dedup-quality.suite.ts'
 import { mulberry32 } from '../../bench/lib/rng.ts'
 import { resolveSettings } from '../../kernel/config/load.ts'
+import { createTempDatabase, type TempDatabase } from '../helpers/pg.ts'
+import { serviceUrl, skipUnless } from '../helpers/services.ts'
 
 const cfg = resolveSettings({}).settings.dedup
 
@@ -85,7 +88,7 @@ describe('dedup signature index', () => {
     assert.equal(await index.screen(counting, 'kb', 'new0000000000004', sigB, cfg).then((v) => v.verdict), 'unique', 'the stale view does not know it yet')
   })
 
-  it('a refresh reads only the signatures committed since the last one, this process\'s own included', async (t) => {
+  it('a refresh reads only the signatures committed since the last one and not held already; a row is read whole once', async (t) => {
     const sql = await createPgliteSql()
     t.after(() => sql.close())
     await migrate(sql)
@@ -100,20 +103,26 @@ describe('dedup signature index', () => {
     await sql.query("INSERT INTO knowledge_bases (kb_id) VALUES ('kb')")
     const index = new SignatureIndex(0) // every screen refreshes
     const docs = 60
+    let others = 0
     for (let i = 0; i < docs; i++) {
       const id = `doc${String(i).padStart(13, '0')}`
       await sql.query(`INSERT INTO documents (doc_id, kb_id, source, status) VALUES ($1, 'kb', $2, 'running')`, [id, `${id}.txt`])
       assert.equal((await index.screen(counting, 'kb', id, signature(100 + i), cfg)).verdict, 'unique')
       const sig = signature(100 + i)
-      index.add('kb', id, sig, (await finishIndexed(sql, 'kb', id, sig, { chunk_count: 1, embedding_model: 'm', title: 't', doc_type: 'txt' }))!.seq)
+      const seq = (await finishIndexed(sql, 'kb', id, sig, { chunk_count: 1, embedding_model: 'm', title: 't', doc_type: 'txt' }))!.seq
+      // every third committed by another process: this index learns of it only by reading it
+      if (i % 3 === 2) others++
+      else index.add('kb', id, sig, seq)
     }
     assert.equal(read.length, docs)
-    // Each read holds the one commit since the last plus the window read again for late commits (16 numbers),
-    // not every signature of the KB: that had made each refresh cost O(KB size), and a bulk ingest quadratic.
-    assert.ok(Math.max(...read) <= 17, `rows read per refresh: ${read.join(' ')}`)
-    assert.equal(read.at(-1), 17)
-    // Everything committed is still known: an identical copy of the first document is found.
+    // Each read holds what another process committed since the last (one row here), never what this index holds:
+    // reading every signature of the KB had made each refresh cost O(KB size), and a bulk ingest quadratic; reading
+    // the window again (REREAD) whole cost a 512-byte MinHash per row each time.
+    assert.ok(Math.max(...read) <= 1, `rows read per refresh: ${read.join(' ')}`)
+    assert.equal(read.reduce((a, b) => a + b, 0), others - 1, 'each other process\'s row read once (the last one after the last screen)')
+    // Everything committed is still known: an identical copy of the first document is found, and of another process's.
     assert.deepEqual(await index.screen(counting, 'kb', 'copy000000000001', signature(100), cfg), { verdict: 'identical', match: 'doc0000000000000', title: 'title 100' })
+    assert.deepEqual(await index.screen(counting, 'kb', 'copy000000000002', signature(159), cfg), { verdict: 'identical', match: 'doc0000000000059', title: 'title 159' })
   })
 
   it('stage 1: a SimHash match without shared word shingles is dropped; a weak one goes to stage 3', async () => {
@@ -238,5 +247,114 @@ describe('dedup signature index', () => {
     assert.deepEqual(titleChanged({ verdict: 'identical', match: 'a', score: 1, title: 'final' }, 'final'), { verdict: 'identical', match: 'a', score: 1, title: 'final' })
     assert.deepEqual(titleChanged({ verdict: 'similar', match: 'a', score: 0.8, title: 'draft' }, 'final'), { verdict: 'similar', match: 'a', score: 0.8, title: 'draft' })
     assert.deepEqual(titleChanged({ verdict: 'unique' }, 'final'), { verdict: 'unique' })
+  })
+})
+
+/**
+ * The commit of a screened document (commitUnlessLate), where two processes (two signature indexes) index a copy
+ * and its original at the same moment: each screened before the other was indexed.
+ */
+function commitSuite(open: () => Promise<Sql>, processes: () => Promise<(typeof import('../../plugins/docs/dedup.ts'))[]>) {
+  const fields = { chunk_count: 1, embedding_model: 'm', title: 't', doc_type: 'txt' }
+  const opened = async (t: TestContext) => {
+    const sql = await open()
+    t.after(() => sql.close())
+    await migrate(sql)
+    await sql.query("INSERT INTO knowledge_bases (kb_id) VALUES ('kb'), ('other')")
+    return sql
+  }
+  const running = (sql: Sql, id: string, kb = 'kb') => sql.query(`INSERT INTO documents (doc_id, kb_id, source, status) VALUES ($1, $2, $3, 'running')`, [id, kb, `${id}.txt`])
+
+  it('of a copy and its original committed at once, the second to commit finds the first and writes nothing', async (t) => {
+    const sql = await opened(t)
+    const sig = signature(7)
+    const ids = ['orig000000000001', 'copy000000000001']
+    for (const id of ids) await running(sql, id)
+    const modules = await processes()
+    const indexes = modules.map((m) => new m.SignatureIndex(0))
+    const screens = await Promise.all(ids.map((id, i) => indexes[i].screenFrom(sql, 'kb', id, sig, cfg)))
+    assert.deepEqual(screens.map((s) => s.early), [{ verdict: 'unique' }, { verdict: 'unique' }], 'neither was indexed when the other was screened')
+    // Each commit takes a while after its rescreen: without the turns both would rescreen before either committed.
+    const rounds = await Promise.all(ids.map((id, i) => modules[i].commitUnlessLate(sql, indexes[i], 'kb', id, sig, cfg, screens[i].seen, new Set(), async (tx) => {
+      await new Promise((r) => setTimeout(r, 100))
+      return finishIndexed(tx, 'kb', id, sig, fields)
+    })))
+    const done = rounds.filter((r) => 'done' in r)
+    const late = rounds.filter((r) => 'late' in r)
+    assert.equal(done.length, 1, JSON.stringify(rounds))
+    assert.equal(late.length, 1)
+    const first = ids[rounds.indexOf(done[0])]
+    const second = ids[rounds.indexOf(late[0])]
+    assert.deepEqual('late' in late[0] && late[0].late, { verdict: 'identical', match: first, title: 'title 7' })
+    const seq = 'done' in done[0] ? done[0].done!.seq : -1
+    assert.equal(late[0].seen, seq, 'the rescreen read up to the first commit')
+    // the second wrote nothing: it is still running, without a signature
+    assert.deepEqual(await sql.query('SELECT doc_id, status FROM documents ORDER BY status'), [{ doc_id: first, status: 'indexed' }, { doc_id: second, status: 'running' }])
+    assert.deepEqual(await sql.query('SELECT doc_id FROM dedup_signatures'), [{ doc_id: first }])
+    // judged once, not again: tried again from where it read, with the first judged, it commits
+    const again = await commitUnlessLate(sql, indexes[rounds.indexOf(late[0])], 'kb', second, sig, cfg, late[0].seen, new Set([first]), (tx) => finishIndexed(tx, 'kb', second, sig, fields))
+    assert.ok('done' in again && again.done !== null, JSON.stringify(again))
+  })
+
+  it('a rescreen reads only what committed after the screen, in its own KB, leaving out what was judged', async (t) => {
+    const sql = await opened(t)
+    const index = new SignatureIndex(0)
+    const commit = async (id: string, seed: number, kb = 'kb') => {
+      await running(sql, id, kb)
+      return (await finishIndexed(sql, kb, id, signature(seed), fields))!.seq
+    }
+    const before = await commit('aaaaaaaaaaaaaaa1', 1)
+    const { seen } = await index.screenFrom(sql, 'kb', 'new0000000000001', signature(2), cfg)
+    assert.equal(seen, before)
+    await commit('bbbbbbbbbbbbbbb1', 3, 'other') // same text, another KB
+    const b = await commit('ccccccccccccccc1', 4)
+    // the copy of a document screened already is not found again; one committed since is
+    assert.deepEqual(await index.rescreen(sql, 'kb', 'new0000000000001', signature(1), cfg, seen, new Set()), { early: { verdict: 'unique' }, seen: b })
+    assert.deepEqual(await index.rescreen(sql, 'kb', 'new0000000000001', signature(4), cfg, seen, new Set()), { early: { verdict: 'identical', match: 'ccccccccccccccc1', title: 'title 4' }, seen: b })
+    assert.deepEqual(await index.rescreen(sql, 'kb', 'new0000000000001', signature(4), cfg, seen, new Set(['ccccccccccccccc1'])), { early: { verdict: 'unique' }, seen: b })
+    assert.deepEqual(await index.rescreen(sql, 'kb', 'new0000000000001', signature(3), cfg, seen, new Set()), { early: { verdict: 'unique' }, seen: b })
+  })
+}
+
+// PGlite has one process (it holds the data folder): two workers of it. On PostgreSQL, two processes: the module
+// loaded twice, each with its own turns, so that only the advisory lock keeps them apart.
+const oneProcess = async () => {
+  const m = await import('../../plugins/docs/dedup.ts')
+  return [m, m]
+}
+const another = '../../plugins/docs/dedup.ts?another-process'
+const twoProcesses = async () => [await import('../../plugins/docs/dedup.ts'), (await import(another)) as typeof import('../../plugins/docs/dedup.ts')]
+
+describe('dedup commit: PGlite', () => {
+  commitSuite(() => createPgliteSql(), oneProcess)
+})
+
+describe('dedup commit: PostgreSQL', { skip: skipUnless('postgres') }, () => {
+  let db: TempDatabase | undefined
+  after(() => db?.drop())
+  commitSuite(async () => {
+    if (db) await db.drop()
+    db = await createTempDatabase(serviceUrl('postgres')!)
+    return createPostgresSql({ host: db.host, port: db.port, database: db.database, user: db.user, password: db.password, poolSize: 4, connectTimeoutSec: 5 })
+  }, twoProcesses)
+  it('the module loaded twice is two processes: each has its own turns', async () => {
+    const [a, b] = await twoProcesses()
+    assert.notEqual(a.commitUnlessLate, b.commitUnlessLate)
+  })
+})
+
+describe('the verdict after a rescreen at the commit', () => {
+  it('a copy of a newer document is not indexed; otherwise the stronger relation stands, the first of one kind', () => {
+    const v = (verdict: 'identical' | 'similar' | 'title_changed' | 'sibling' | 'overlap', match: string) => ({ verdict, match, score: 0.9 })
+    const unique = { verdict: 'unique' as const }
+    assert.deepEqual(laterVerdict(unique, unique), unique)
+    assert.deepEqual(laterVerdict(unique, v('sibling', 'x')), v('sibling', 'x'))
+    assert.deepEqual(laterVerdict(v('sibling', 'a'), v('identical', 'x')), v('identical', 'x'))
+    assert.deepEqual(laterVerdict(v('similar', 'a'), v('identical', 'x')), v('identical', 'x'))
+    assert.deepEqual(laterVerdict(v('overlap', 'a'), v('similar', 'x')), v('similar', 'x'))
+    assert.deepEqual(laterVerdict(v('similar', 'a'), v('title_changed', 'x')), v('similar', 'a'))
+    assert.deepEqual(laterVerdict(v('title_changed', 'a'), v('sibling', 'x')), v('title_changed', 'a'))
+    assert.deepEqual(laterVerdict(v('sibling', 'a'), v('overlap', 'x')), v('sibling', 'a'))
+    assert.deepEqual(laterVerdict(v('sibling', 'a'), unique), v('sibling', 'a'))
   })
 })

@@ -12,7 +12,7 @@ import { startApp, type StartOptions, type StartedApp } from '../helpers/app.ts'
 import { listenLoopback } from '../helpers/web-site.ts'
 import { waitFor } from '../helpers/wait.ts'
 import { domainText } from './dedup-quality.suite.ts'
-import { newKb, settle, upload } from './docs.suite.ts'
+import { newKb, settle, status, upload } from './docs.suite.ts'
 
 type Json = any
 
@@ -191,6 +191,54 @@ export function dedupSiblingsSuite(label: string, opts: StartOptions): void {
     assert.ok(print, 'the print view was crawled')
     assert.equal(print.status, 'outdated', 'a copy under another address is skipped')
     assert.equal(print.duplicate_of, pagesOf.find((d) => d.source.endsWith(`/catalogue/${pages[0].marker.toLowerCase()}`)).doc_id)
+  })
+
+  it(`${label}: copies and revisions uploaded together with their originals are still told: one of each pair stays indexed`, async (t) => {
+    const svc = await startApp(t, fast())
+    const kb = await newKb(svc)
+    // Every file at once, no settling in between: the workers (max_workers 5) take a copy and its original together,
+    // and neither was indexed when the other was screened.
+    const notes = family('release notes').slice(0, 4)
+    const copies = notes.map((n) => ({ ...n, name: `copy-of-${n.name}` }))
+    const revisions = [71, 73].map((seed) => {
+      const body = domainText(seed, 5_000)
+      const paragraphs = body.split('\n\n')
+      paragraphs[1] = domainText(seed + 1, paragraphs[1].length).slice(0, paragraphs[1].length)
+      return [
+        { name: `manual-${seed}.md`, content: `# Manual ${seed}\n\n${body}\n` },
+        { name: `manual-${seed}-2.md`, content: `# Manual ${seed}\n\n${paragraphs.join('\n\n')}\n` },
+      ]
+    })
+    const siblings = family('fault pages').slice(0, 4)
+    const files = [...notes.flatMap((n, i) => [n, copies[i]]), ...revisions.flat(), ...siblings]
+    const ids = await Promise.all(files.map(async (f) => {
+      const res = await upload(svc, kb, f.name, f.content)
+      assert.equal(res.status, 202, await res.clone().text())
+      return ((await res.json()) as Json).doc_id as string
+    }))
+    await Promise.all(ids.map((id) => settle(svc, kb, id)))
+    // read again once all have settled: a revision indexed last moved the other out of `indexed` after it settled
+    const done = await Promise.all(ids.map((id) => status(svc, kb, id)))
+    const at = (name: string) => done[files.findIndex((f) => f.name === name)]
+    const pairs = [...notes.map((n, i) => [n.name, copies[i].name]), ...revisions.map(([a, b]) => [a.name, b.name])]
+    for (const [a, b] of pairs) {
+      const both = [at(a), at(b)]
+      const kept = both.filter((d) => d.status === 'indexed')
+      assert.equal(kept.length, 1, `one of ${a} and ${b} stays indexed: ${JSON.stringify(both.map((d) => [d.doc_id, d.source, d.status, d.duplicate_of, d.dedup]))}`)
+      const other = both.find((d) => d !== kept[0])!
+      assert.equal(other.status, 'outdated')
+      assert.equal(other.duplicate_of, kept[0].doc_id, `${other.source} names the document that stays`)
+      assert.ok(['identical', 'similar', 'title_changed'].includes(other.dedup?.verdict), JSON.stringify(other.dedup))
+      assert.equal(other.dedup.matched_doc_id, kept[0].doc_id)
+    }
+    for (const s of siblings) assert.equal(at(s.name).status, 'indexed', `${s.name} (a sibling) stays indexed: ${at(s.name).dedup?.reason}`)
+    // nothing of an outdated document is left for search to find
+    const outdated = new Set(done.filter((d) => d.status === 'outdated').map((d) => d.doc_id))
+    for (const n of notes) {
+      const hits = await search(svc, kb, `${n.marker} release notes`)
+      assert.ok(hits.length > 0)
+      assert.deepEqual(hits.filter((h: Json) => outdated.has(h.doc_id)).map((h: Json) => h.source), [], 'no hit from an outdated document')
+    }
   })
 
   it(`${label}: /health answers within a second while a multi-megabyte near-copy of an indexed document is screened`, async (t) => {
