@@ -382,8 +382,9 @@ export class SignatureIndex {
    * Stages 1 and 2 against the signatures committed after `since` (a document's own screen, or its last rescreen),
    * leaving out the documents already judged against it. The pipeline calls this in the transaction that indexes the
    * document, under the KB's commit lock (commitUnlessLate): a copy and its original processed at the same moment
-   * were each screened before the other was indexed, and the one that commits second finds the first here. Under
-   * the lock the KB's signatures commit in the order of their sequence numbers, so `since` misses none.
+   * were each screened before the other was indexed, and the one that commits second finds the first here. Every
+   * writer of signature rows takes that lock (lockDedupCommits; PGlite: the turn, and its transactions run one at a
+   * time), so the KB's signatures commit in the order of their sequence numbers and `since` misses none.
    */
   async rescreen(db: SqlRunner, kbId: string, selfId: string, sig: Signatures, cfg: DedupCfg, since: number, judged: ReadonlySet<string>): Promise<{ early: EarlyVerdict; seen: number }> {
     let kb = this.kbs.get(kbId)
@@ -737,7 +738,11 @@ export async function finishIndexed(db: SqlRunner, kbId: string, docId: string, 
 /** The commit in progress per KB in this process (commitUnlessLate): the next waits for it without holding a connection. */
 const commitsInTurn = new Map<string, Promise<void>>()
 
-async function inTurn<R>(kbId: string, fn: () => Promise<R>): Promise<R> {
+/**
+ * Runs fn when this process's commits to the KB before it are done: every writer of a KB's signature rows takes
+ * this turn (the pipeline's commitUnlessLate, an import's document).
+ */
+export async function inDedupTurn<R>(kbId: string, fn: () => Promise<R>): Promise<R> {
   const before = commitsInTurn.get(kbId)
   const run = before ? before.then(fn) : fn()
   const settled = run.then(() => {}, () => {})
@@ -768,18 +773,31 @@ export async function commitUnlessLate<R>(sql: Pick<Sql, 'name' | 'transaction' 
     if (early.verdict !== 'unique') return { late: early, seen }
     return { done: await commit(tx), seen }
   }
-  return inTurn(kbId, () => sql.name === 'pglite' ? attempt(sql) : sql.transaction(async (tx) => {
-    await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`quarry:dedup-commit:${kbId}`])
+  return inDedupTurn(kbId, () => sql.name === 'pglite' ? attempt(sql) : sql.transaction(async (tx) => {
+    await lockDedupCommits(tx, kbId)
     return attempt(tx)
   }))
 }
 
 /**
- * The verdict a document ends with when its rescreen at the commit found `late` (a document indexed while this
- * one was processed) after its own screen gave `current`. A copy of a newer document is not indexed; otherwise
- * the stronger relation stands, and of two of one kind the first (a document supersedes at most one other).
+ * The transaction-scoped advisory lock every writer of a KB's signature rows takes on PostgreSQL before it writes
+ * one, in the transaction that writes it: the rows then commit in the order of their sequence numbers, which the
+ * rescreen relies on (it reads above a number).
  */
-export function laterVerdict(current: FinalVerdict, late: FinalVerdict): FinalVerdict {
+export async function lockDedupCommits(tx: SqlRunner, kbId: string): Promise<void> {
+  await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`quarry:dedup-commit:${kbId}`])
+}
+
+/**
+ * The verdict a document ends with when its rescreen at the commit found `late` (a document indexed while this
+ * one was processed) after its own screen gave `current`. `currentIndexed`: the document `current` names is still
+ * indexed; when it is not (the late one superseded it, as a newer revision of it), `current` no longer holds and
+ * `late` stands: so a third revision supersedes the second, as it would have one after the other. Otherwise a
+ * copy of a newer document is not indexed, the stronger relation stands, and of two of one kind the first (a
+ * document supersedes at most one other).
+ */
+export function laterVerdict(current: FinalVerdict, late: FinalVerdict, currentIndexed = true): FinalVerdict {
+  if (current.verdict !== 'unique' && !currentIndexed) return late
   const rank = (v: FinalVerdict) => v.verdict === 'identical' ? 3 : v.verdict === 'similar' || v.verdict === 'title_changed' ? 2 : v.verdict === 'unique' ? 0 : 1
   return rank(late) > rank(current) ? late : current
 }

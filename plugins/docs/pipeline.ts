@@ -301,7 +301,11 @@ export function createProcessor(deps: {
             }
             if (round.late.verdict === 'compare') for (const c of round.late.candidates) judged.add(c.doc_id)
             else judged.add(round.late.match)
-            verdict = laterVerdict(verdict, await judge(round.late))
+            const late = await judge(round.late)
+            // the late document may have superseded the one this document was judged against (two newer revisions)
+            const currentIndexed = verdict.verdict === 'unique' || (await sql.query<{ indexed: boolean }>(
+              "SELECT status = 'indexed' AS indexed FROM documents WHERE doc_id = $1", [verdict.match]))[0]?.indexed === true
+            verdict = laterVerdict(verdict, late, currentIndexed)
             if (verdict.verdict === 'identical') return 'copy'
           }
         } else {

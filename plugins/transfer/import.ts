@@ -22,6 +22,7 @@ import { DOC_ID_PATTERN, UUID_PATTERN } from '../../kernel/schemas.ts'
 import { STATUSES } from '../docs/states.ts'
 import { INGEST_TOPIC, type DocEvent } from '../docs/service.ts'
 import { truncateError } from '../docs/states.ts'
+import { inDedupTurn, lockDedupCommits } from '../docs/dedup.ts'
 import {
   ARCHIVE_FORMAT, ARCHIVE_VERSION, derivedDocId, derivedUuid, docChecksum, END_NAME, hashing, MANIFEST_NAME, parseDocEntry, sha256,
   type ArchiveDocument, type ArchiveEnd, type ArchiveRecord, type DocSums, type EntrySum, type Manifest,
@@ -611,7 +612,10 @@ async function importDocument(deps: ImportDeps, entries: Entries, recordEntry: T
   const etag = wroteFile ? ((await objects.head(key))?.etag ?? doc.etag) : doc.etag
   const dedup = doc.dedup && typeof doc.dedup.matched_doc_id === 'string' ? { ...doc.dedup, matched_doc_id: map.doc(doc.dedup.matched_doc_id) } : doc.dedup
   try {
-    await sql.transaction(async (tx) => {
+    // A signature row is written in the KB's dedup turn and under its commit lock, as the pipeline writes its own: a
+    // document indexed meanwhile then sees it at its rescreen (plugins/docs/dedup.ts commitUnlessLate).
+    await inDedupTurn(kbId, () => sql.transaction(async (tx) => {
+      if (record.signature && !target.queue) await lockDedupCommits(tx, kbId)
       await tx.query(DOC_INSERT, [
         docId, kbId, doc.title ?? '', doc.source_type, doc.source, wroteFile ? key : null, doc.connector_id ? map.connector(doc.connector_id) : null, doc.run_id,
         fields.status, fields.pending_op, doc.doc_type, doc.content_type, doc.chunk_count, doc.file_size, doc.embedding_model, fields.last_error,
@@ -647,7 +651,7 @@ async function importDocument(deps: ImportDeps, entries: Entries, recordEntry: T
       }
       await tx.query('INSERT INTO kb_transfer_docs (doc_id, kb_id, source_doc_id, sha256) VALUES ($1, $2, $3, $4)', [docId, kbId, sourceId, checksum])
       await ctx.hold.update(tx, 'documents = documents + 1, last_doc_id = $2, updated_at = now()', [sourceId])
-    })
+    }))
   } catch (err) {
     // Another import holds the KB now and writes this document to the same places: what is there is left to it.
     if (err instanceof HoldLost) throw err

@@ -313,6 +313,18 @@ function commitSuite(open: () => Promise<Sql>, processes: () => Promise<(typeof 
     assert.deepEqual(await index.rescreen(sql, 'kb', 'new0000000000001', signature(4), cfg, seen, new Set()), { early: { verdict: 'identical', match: 'ccccccccccccccc1', title: 'title 4' }, seen: b })
     assert.deepEqual(await index.rescreen(sql, 'kb', 'new0000000000001', signature(4), cfg, seen, new Set(['ccccccccccccccc1'])), { early: { verdict: 'unique' }, seen: b })
     assert.deepEqual(await index.rescreen(sql, 'kb', 'new0000000000001', signature(3), cfg, seen, new Set()), { early: { verdict: 'unique' }, seen: b })
+    // what this process committed itself (`add`) is screened from memory: its row is not read again
+    await running(sql, 'ddddddddddddddd1')
+    const d = (await finishIndexed(sql, 'kb', 'ddddddddddddddd1', signature(5), fields))!.seq
+    index.add('kb', 'ddddddddddddddd1', signature(5), d)
+    const read: number[] = []
+    const counting: SqlRunner = { query: async <T,>(text: string, params?: readonly unknown[]) => {
+      const rows = await sql.query<T>(text, params)
+      if (/FROM dedup_signatures/.test(text)) read.push(rows.length)
+      return rows
+    } }
+    assert.deepEqual(await index.rescreen(counting, 'kb', 'new0000000000001', signature(5), cfg, b, new Set()), { early: { verdict: 'identical', match: 'ddddddddddddddd1', title: 'title 5' }, seen: d })
+    assert.deepEqual(read, [0], 'one read, and no row in it')
   })
 }
 
@@ -356,5 +368,10 @@ describe('the verdict after a rescreen at the commit', () => {
     assert.deepEqual(laterVerdict(v('title_changed', 'a'), v('sibling', 'x')), v('title_changed', 'a'))
     assert.deepEqual(laterVerdict(v('sibling', 'a'), v('overlap', 'x')), v('sibling', 'a'))
     assert.deepEqual(laterVerdict(v('sibling', 'a'), unique), v('sibling', 'a'))
+    // the document judged against is no longer indexed (the late one superseded it): the late verdict stands
+    assert.deepEqual(laterVerdict(v('similar', 'a'), v('similar', 'x'), false), v('similar', 'x'))
+    assert.deepEqual(laterVerdict(v('title_changed', 'a'), v('title_changed', 'x'), false), v('title_changed', 'x'))
+    assert.deepEqual(laterVerdict(v('similar', 'a'), v('sibling', 'x'), false), v('sibling', 'x'))
+    assert.deepEqual(laterVerdict(v('similar', 'a'), unique, false), unique)
   })
 })

@@ -232,6 +232,20 @@ export function dedupSiblingsSuite(label: string, opts: StartOptions): void {
       assert.equal(other.dedup.matched_doc_id, kept[0].doc_id)
     }
     for (const s of siblings) assert.equal(at(s.name).status, 'indexed', `${s.name} (a sibling) stays indexed: ${at(s.name).dedup?.reason}`)
+    // two newer revisions of one indexed document, uploaded together: one after the other, the third had superseded
+    // the second, which had superseded the first; at once, the same (each was screened against the first alone)
+    const base = domainText(81, 12_000).split('\n\n') // 12 paragraphs: each revision replaces one, so they differ from each other by two
+    const revise = (i: number, seed: number) => base.map((p, k) => (k === i ? domainText(seed, p.length).slice(0, p.length) : p)).join('\n\n')
+    const [first] = await uploadAll(svc, kb, [{ name: 'guide.md', title: 'Guide', content: `# Guide\n\n${base.join('\n\n')}\n`, kind: 'md', marker: '' }])
+    const newer = await Promise.all([revise(2, 82), revise(8, 83)].map(async (text, i) => {
+      const res = await upload(svc, kb, `guide-${i + 2}.md`, `# Guide\n\n${text}\n`)
+      assert.equal(res.status, 202)
+      return ((await res.json()) as Json).doc_id as string
+    }))
+    await Promise.all(newer.map((id) => settle(svc, kb, id)))
+    const chain = await Promise.all([first, ...newer].map((id) => status(svc, kb, id)))
+    assert.deepEqual(chain.filter((d) => d.status === 'indexed').length, 1, `one of the three revisions stays indexed: ${JSON.stringify(chain.map((d) => [d.source, d.status, d.dedup?.verdict, d.dedup?.matched_doc_id]))}`)
+    for (const d of chain.filter((x) => x.status !== 'indexed')) assert.equal(d.status, 'outdated')
     // nothing of an outdated document is left for search to find
     const outdated = new Set(done.filter((d) => d.status === 'outdated').map((d) => d.doc_id))
     for (const n of notes) {
