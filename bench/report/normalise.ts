@@ -366,6 +366,13 @@ function search(raw: unknown): Normalised {
   for (const name of Object.keys(fixed)) {
     add(`${name}: cached search vs GET /health, p50 (1 conn.)`, num(fixed, `${name}.cached_p50_ms`), num(fixed, `${name}.health_p50_ms`),
       { unit: 'ms', higher_is_better: false, baseline_name: 'GET /health through the same client', target: T.cached_over_health_max, target_of: 'factor' })
+    // its ceiling in the same run: bare uWS answering the same requests with the same bytes
+    if (num(fixed, `${name}.bare_post_p50_ms`) !== undefined) {
+      add(`${name}: ceiling, bare uWS answering the same bytes: POST vs its GET /health, p50 (1 conn.)`, num(fixed, `${name}.bare_post_p50_ms`), num(fixed, `${name}.bare_health_p50_ms`),
+        { unit: 'ms', higher_is_better: false, baseline_name: "bare uWS's GET /health through the same client" })
+      add(`${name}: cached search vs bare uWS answering the same bytes, p50 (1 conn.)`, num(fixed, `${name}.cached_p50_ms`), num(fixed, `${name}.bare_post_p50_ms`),
+        { unit: 'ms', higher_is_better: false, baseline_name: 'bare uWS answering the same request with the same bytes' })
+    }
   }
   if (Object.keys(fixed).length === 0) notes.push("no cached search round trip in the result (section 'cached_round_trip')")
   // The search cache: a cached answer against the same query uncached (its twin), per case the bench ran it for.

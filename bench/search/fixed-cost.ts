@@ -23,6 +23,7 @@ import { resolveSettings } from '../../kernel/config/load.ts'
 import { createLogger } from '../../kernel/log.ts'
 import { defaultPlugins } from '../../kernel/plugins.ts'
 import { median } from '../lib/machine.ts'
+import { captureAnswers, startBareAnswer } from './bare-answer.ts'
 import { buildSearchData, readSearchData, registerSearchDocuments } from './build-data.ts'
 import { gateCache } from './cache-gate.ts'
 import type { LoadResult, LoadRun } from './load-client.ts'
@@ -179,7 +180,12 @@ async function ratio(): Promise<void> {
   const cases = [{ name: 'hybrid 1 KB', kbIds: kbsOf('one') }, { name: 'hybrid 10 KBs', kbIds: kbsOf('split') }]
   // A KB gets a cache version at its first search with results: only from then on are its answers stored.
   for (const c of cases) await run({ kbIds: c.kbIds, options: { mode: 'hybrid', top_k: TOP_K }, connections: 1, requests: 20, queryOffset: 0 })
-  const all = new Map(cases.map((c) => [c.name, { cached: [] as number[], health: [] as number[], rounds: [] as number[] }]))
+  // The ceiling beside: bare uWS answering the same requests with the same bytes (bench/search/bare-answer.ts).
+  const bodies = cases.flatMap((c) => Array.from({ length: Math.min(rounds * pairs, data.queries.length) }, (_, k) =>
+    JSON.stringify({ query: data.queries[k % data.queries.length], kb_ids: c.kbIds, options: { mode: 'hybrid', top_k: TOP_K } })))
+  const captured = await captureAnswers(base, bodies)
+  const bare = await startBareAnswer(captured.health, captured.answers)
+  const all = new Map(cases.map((c) => [c.name, { cached: [] as number[], health: [] as number[], bareCached: [] as number[], bareHealth: [] as number[], rounds: [] as number[] }]))
   for (let r = 0; r < rounds; r++) {
     for (const c of r % 2 === 0 ? cases : [...cases].reverse()) {
       const m = all.get(c.name)!
@@ -188,11 +194,14 @@ async function ratio(): Promise<void> {
       for (let i = 0; i < pairs; i++) {
         const req = { kbIds: c.kbIds, options: { mode: 'hybrid', top_k: TOP_K }, connections: 1, requests: 1, queryOffset: (r * pairs + i) % data.queries.length }
         await run(req)
+        const healthReq = { kbIds: [], options: {}, connections: 1, requests: 1, queryOffset: 0, health: true }
         const timed = [
           async () => cached.push((await run({ ...req, cacheStatus: 'hit' })).latencies[0]),
-          async () => health.push((await run({ kbIds: [], options: {}, connections: 1, requests: 1, queryOffset: 0, health: true })).latencies[0]),
+          async () => health.push((await run(healthReq)).latencies[0]),
+          async () => m.bareCached.push((await run({ ...req, cacheStatus: 'hit', target: bare.base })).latencies[0]),
+          async () => m.bareHealth.push((await run({ ...healthReq, target: bare.base })).latencies[0]),
         ]
-        for (let k = 0; k < 2; k++) await timed[(k + i) % 2]()
+        for (let k = 0; k < timed.length; k++) await timed[(k + i) % timed.length]()
       }
       m.cached.push(...cached)
       m.health.push(...health)
@@ -203,7 +212,10 @@ async function ratio(): Promise<void> {
     const m = all.get(c.name)!
     const f = (x: number) => x.toFixed(4)
     console.log(`${c.name}: cached p50 ${f(median(m.cached))} ms, GET /health p50 ${f(median(m.health))} ms: ${(median(m.cached) / median(m.health)).toFixed(3)}x (rounds ${m.rounds.map((x) => x.toFixed(3)).join(' ')})`)
+    console.log(`  ceiling, bare uWS answering the same bytes: POST p50 ${f(median(m.bareCached))} ms, GET /health p50 ${f(median(m.bareHealth))} ms: ${(median(m.bareCached) / median(m.bareHealth)).toFixed(3)}x; ` +
+      `ours over bare: cached ${(median(m.cached) / median(m.bareCached)).toFixed(3)}x, GET /health ${(median(m.health) / median(m.bareHealth)).toFixed(3)}x`)
   }
+  bare.close()
   child.send({ type: 'exit' })
   await app.close()
 }

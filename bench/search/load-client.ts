@@ -30,6 +30,8 @@ export interface LoadRun {
    * as an error. Read from the answer's last bytes after its time is taken.
    */
   cacheStatus?: 'hit' | 'miss'
+  /** Another server to send the same requests to (a base URL; bench/search/bare-answer.ts): default the service. */
+  target?: string
 }
 
 export interface LoadResult {
@@ -49,8 +51,8 @@ export interface LoadResult {
 
 let base: URL | undefined
 let queries: string[] = []
-/** Idle keep-alive connections, reused across runs: a run takes what it needs and gives them back. */
-const idle: Connection[] = []
+/** Idle keep-alive connections per server (host:port), reused across runs: a run takes what it needs and gives them back. */
+const idlePools = new Map<string, Connection[]>()
 const requestCache = new Map<string, Buffer[]>()
 const CHECKED = 5
 const HEADER_END = Buffer.from('\r\n\r\n')
@@ -154,9 +156,12 @@ async function runLoad(r: LoadRun): Promise<LoadResult> {
       : queries.map((query) => httpRequest('POST', '/api/search', Buffer.from(JSON.stringify({ query, kb_ids: r.kbIds, options: r.options }))))
     requestCache.set(key, requests)
   }
+  const server = r.target === undefined ? base! : new URL(r.target)
+  let idle = idlePools.get(server.host)
+  if (idle === undefined) idlePools.set(server.host, (idle = []))
   const conns: Connection[] = []
   while (conns.length < r.connections) {
-    const c = idle.pop() ?? new Connection(base!.hostname, Number(base!.port))
+    const c = idle.pop() ?? new Connection(server.hostname, Number(server.port))
     if (c.usable) conns.push(c)
   }
   const latencies: number[] = []
@@ -220,7 +225,7 @@ process.on('message', (m: LoadInit | LoadRun | { type: 'exit' }) => {
   } else if (m.type === 'run') {
     void runLoad(m).then((res) => process.send!(res))
   } else {
-    for (const c of idle.splice(0)) c.close()
+    for (const idle of idlePools.values()) for (const c of idle.splice(0)) c.close()
     process.disconnect()
   }
 })

@@ -299,6 +299,23 @@ describe('normalisation of each benchmark', () => {
     assert.equal(one.baseline_name, 'GET /health through the same client')
     assert.equal(byMetric(n.comparisons, 'hybrid 10 KBs: cached search vs GET /health, p50 (1 conn.)').met, false)
     assert.ok(!n.notes.some((x) => x.includes('cached_round_trip')))
+    assert.ok(!n.comparisons.some((c) => /bare uWS/.test(c.metric)), 'no ceiling rows without the ceiling in the result')
+  })
+
+  it('search (issue 40): the cached round trip\'s ceiling in the same run, bare uWS answering the same bytes', () => {
+    const raw = {
+      bench: 'search', machine: {}, sizes: { chunks: 2000, connections: 16 },
+      cached_round_trip: {
+        'hybrid 1 KB': { cached_p50_ms: 0.14, health_p50_ms: 0.1, bare_post_p50_ms: 0.15, bare_health_p50_ms: 0.09 },
+      },
+    }
+    const n = normalise('search', raw)
+    const ceiling = byMetric(n.comparisons, 'hybrid 1 KB: ceiling, bare uWS answering the same bytes: POST vs its GET /health, p50 (1 conn.)')
+    assert.deepEqual([ceiling.ours, ceiling.baseline, ceiling.unit, ceiling.higher_is_better, ceiling.target], [0.15, 0.09, 'ms', false, undefined])
+    const over = byMetric(n.comparisons, 'hybrid 1 KB: cached search vs bare uWS answering the same bytes, p50 (1 conn.)')
+    assert.deepEqual([over.ours, over.baseline, over.baseline_name], [0.14, 0.15, 'bare uWS answering the same request with the same bytes'])
+    // the target row is unchanged: against GET /health
+    assert.equal(byMetric(n.comparisons, 'hybrid 1 KB: cached search vs GET /health, p50 (1 conn.)').target, 1.3)
   })
 
   it('search: cache hits against misses, at 1 connection and under load', () => {
