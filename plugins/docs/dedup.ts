@@ -328,21 +328,35 @@ export class SignatureIndex {
    */
   constructor(private readonly refreshMs = 500) {}
 
-  private async refresh(db: SqlRunner, kbId: string): Promise<KbSignatures> {
+  private kbOf(kbId: string): { entries: KbSignatures; seen: number; readAt: number } {
     let kb = this.kbs.get(kbId)
     if (!kb) this.kbs.set(kbId, (kb = { entries: new KbSignatures(), seen: 0, readAt: -Infinity }))
+    return kb
+  }
+
+  /**
+   * Adds to `entries` the KB's signature rows above `after` that it does not hold (readUnknown); returns the highest
+   * sequence number above `after` it holds now (`after` when none).
+   */
+  private async readAfter(db: SqlRunner, kbId: string, entries: KbSignatures, after: number): Promise<number> {
+    const seqs = entries.seqsAfter(after)
+    let seen = after
+    for (const seq of seqs) if (seq > seen) seen = seq
+    for (const r of await readUnknown(db, kbId, after, seqs)) {
+      if (r.seq > seen) seen = r.seq
+      entries.set(r.doc_id, r.simhash, r.minhash, r.title, r.seq)
+    }
+    return seen
+  }
+
+  private async refresh(db: SqlRunner, kbId: string): Promise<KbSignatures> {
+    const kb = this.kbOf(kbId)
     const now = performance.now()
     if (now - kb.readAt < this.refreshMs) return kb.entries
     kb.readAt = now
-    const from = Math.max(0, kb.seen - REREAD)
-    const seqs = kb.entries.seqsAfter(from)
     // The read position moves past every row this index holds, this process's own commits included: the next
     // refresh then reads only what committed since, not every signature of the KB again.
-    for (const seq of seqs) if (seq > kb.seen) kb.seen = seq
-    for (const r of await readUnknown(db, kbId, from, seqs)) {
-      if (r.seq > kb.seen) kb.seen = r.seq
-      kb.entries.set(r.doc_id, r.simhash, r.minhash, r.title, r.seq)
-    }
+    kb.seen = Math.max(kb.seen, await this.readAfter(db, kbId, kb.entries, Math.max(0, kb.seen - REREAD)))
     return kb.entries
   }
 
@@ -387,16 +401,9 @@ export class SignatureIndex {
    * time), so the KB's signatures commit in the order of their sequence numbers and `since` misses none.
    */
   async rescreen(db: SqlRunner, kbId: string, selfId: string, sig: Signatures, cfg: DedupCfg, since: number, judged: ReadonlySet<string>): Promise<{ early: EarlyVerdict; seen: number }> {
-    let kb = this.kbs.get(kbId)
-    if (!kb) this.kbs.set(kbId, (kb = { entries: new KbSignatures(), seen: 0, readAt: -Infinity }))
+    const kb = this.kbOf(kbId)
     // What this process committed itself is in memory already (`add`): only other processes' commits are read.
-    const seqs = kb.entries.seqsAfter(since)
-    let seen = since
-    for (const seq of seqs) if (seq > seen) seen = seq
-    for (const r of await readUnknown(db, kbId, since, seqs)) {
-      if (r.seq > seen) seen = r.seq
-      kb.entries.set(r.doc_id, r.simhash, r.minhash, r.title, r.seq)
-    }
+    const seen = await this.readAfter(db, kbId, kb.entries, since)
     const late = kb.entries.subsetAfter(since, selfId, judged)
     if (late.size === 0) return { early: { verdict: 'unique' }, seen }
     return { early: await screenEntries(late, selfId, sig, cfg, (candidates) => this.confirm(db, kbId, selfId, candidates)), seen }
