@@ -305,6 +305,14 @@ async function readUnknown(db: SqlRunner, kbId: string, after: number, known: re
   return rows.map((r) => ({ doc_id: r.doc_id, simhash: simhashFromHex(r.simhash), minhash: toLanes(r.minhash), title: r.title, seq: Number(r.seq) }))
 }
 
+/** The sequence numbers above `after` that `entries` holds, and the highest of them (`after` when none). */
+function heldAfter(entries: KbSignatures, after: number): { seqs: number[]; seen: number } {
+  const seqs = entries.seqsAfter(after)
+  let seen = after
+  for (const seq of seqs) if (seq > seen) seen = seq
+  return { seqs, seen }
+}
+
 /**
  * Sequence numbers are taken when a row is written but become visible when it commits, which can be in a
  * different order across concurrent writers: the last REREAD numbers are read again (more than the writers
@@ -313,13 +321,41 @@ async function readUnknown(db: SqlRunner, kbId: string, after: number, known: re
 const REREAD = 16
 
 /**
+ * Signature rows written in this process, per database handle and KB: every writer counts each write it makes, in
+ * the KB's dedup turn, once it has committed (or failed: a write that may have happened counts too). A SignatureIndex
+ * that holds every write counted so far needs no read to know what committed since: on PGlite, where this process
+ * is the only writer (it holds the data folder), the rescreen at each commit then reads nothing (see rescreen).
+ */
+const signatureWrites = new WeakMap<object, Map<string, number>>()
+
+const writesOf = (db: object, kbId: string): number => signatureWrites.get(db)?.get(kbId) ?? 0
+
+/**
+ * Counts a write of the KB's signature rows through `db` (the handle commitUnlessLate is given): an import calls it
+ * in the turn, after the transaction that wrote them, whatever its outcome.
+ */
+export function noteSignatureWrite(db: object, kbId: string): void {
+  let kbs = signatureWrites.get(db)
+  if (!kbs) signatureWrites.set(db, (kbs = new Map()))
+  kbs.set(kbId, (kbs.get(kbId) ?? 0) + 1)
+}
+
+interface HeldKb {
+  entries: KbSignatures
+  seen: number
+  readAt: number
+  /** The count of writes (writesOf) this index holds every one of: set by a rescreen's read, advanced by its own commits; -1 none. */
+  trusted: number
+}
+
+/**
  * The signatures of each KB, held in memory and refreshed incrementally from SQL (rows created since the last
  * read), so screening a document compares against every indexed document of its KB without reading them all
  * from the database each time. Several processes may write: a candidate found here is confirmed against the
  * database (still indexed) before it counts, and entries found stale are dropped.
  */
 export class SignatureIndex {
-  private readonly kbs = new Map<string, { entries: KbSignatures; seen: number; readAt: number }>()
+  private readonly kbs = new Map<string, HeldKb>()
 
   /**
    * @param refreshMs how stale the view of other processes' writes may get: within this long after a read, a
@@ -328,9 +364,9 @@ export class SignatureIndex {
    */
   constructor(private readonly refreshMs = 500) {}
 
-  private kbOf(kbId: string): { entries: KbSignatures; seen: number; readAt: number } {
+  private kbOf(kbId: string): HeldKb {
     let kb = this.kbs.get(kbId)
-    if (!kb) this.kbs.set(kbId, (kb = { entries: new KbSignatures(), seen: 0, readAt: -Infinity }))
+    if (!kb) this.kbs.set(kbId, (kb = { entries: new KbSignatures(), seen: 0, readAt: -Infinity, trusted: -1 }))
     return kb
   }
 
@@ -339,9 +375,8 @@ export class SignatureIndex {
    * sequence number above `after` it holds now (`after` when none).
    */
   private async readAfter(db: SqlRunner, kbId: string, entries: KbSignatures, after: number): Promise<number> {
-    const seqs = entries.seqsAfter(after)
-    let seen = after
-    for (const seq of seqs) if (seq > seen) seen = seq
+    const { seqs, seen: held } = heldAfter(entries, after)
+    let seen = held
     for (const r of await readUnknown(db, kbId, after, seqs)) {
       if (r.seq > seen) seen = r.seq
       entries.set(r.doc_id, r.simhash, r.minhash, r.title, r.seq)
@@ -358,6 +393,18 @@ export class SignatureIndex {
     // refresh then reads only what committed since, not every signature of the KB again.
     kb.seen = Math.max(kb.seen, await this.readAfter(db, kbId, kb.entries, Math.max(0, kb.seen - REREAD)))
     return kb.entries
+  }
+
+  /**
+   * A signature this index's process committed through `db` in the KB's turn (commitUnlessLate): counted as a write
+   * (noteSignatureWrite) and held at once. When the index held every write before it, it holds every one after it.
+   */
+  committed(db: object, kbId: string, docId: string, sig: Signatures, seq: number): void {
+    const before = writesOf(db, kbId)
+    noteSignatureWrite(db, kbId)
+    this.add(kbId, docId, sig, seq)
+    const kb = this.kbs.get(kbId)
+    if (kb !== undefined && kb.trusted === before) kb.trusted = before + 1
   }
 
   /** A signature this process has just committed (finishIndexed), visible to its next screen at once. */
@@ -399,11 +446,24 @@ export class SignatureIndex {
    * were each screened before the other was indexed, and the one that commits second finds the first here. Every
    * writer of signature rows takes that lock (lockDedupCommits; PGlite: the turn, and its transactions run one at a
    * time), so the KB's signatures commit in the order of their sequence numbers and `since` misses none.
+   *
+   * sole: the database handle, when this process is the only one writing to it (PGlite) and every writer counts its
+   * writes through that handle (noteSignatureWrite). When this index holds every write counted there, nothing is
+   * read: memory holds every committed row. Otherwise the rows above `since` it does not hold are read, and the count
+   * taken before that read is what it holds from then on (a row counted was committed before the read began, and a
+   * read sees every row committed before it: PGlite runs one statement at a time).
    */
-  async rescreen(db: SqlRunner, kbId: string, selfId: string, sig: Signatures, cfg: DedupCfg, since: number, judged: ReadonlySet<string>): Promise<{ early: EarlyVerdict; seen: number }> {
+  async rescreen(db: SqlRunner, kbId: string, selfId: string, sig: Signatures, cfg: DedupCfg, since: number, judged: ReadonlySet<string>,
+    sole?: object): Promise<{ early: EarlyVerdict; seen: number }> {
     const kb = this.kbOf(kbId)
-    // What this process committed itself is in memory already (`add`): only other processes' commits are read.
-    const seen = await this.readAfter(db, kbId, kb.entries, since)
+    let seen: number
+    if (sole !== undefined && kb.trusted === writesOf(sole, kbId)) seen = heldAfter(kb.entries, since).seen
+    else {
+      const writes = sole === undefined ? -1 : writesOf(sole, kbId)
+      // What this process committed itself is in memory already (`add`): only other processes' commits are read.
+      seen = await this.readAfter(db, kbId, kb.entries, since)
+      if (sole !== undefined && writes > kb.trusted) kb.trusted = writes
+    }
     const late = kb.entries.subsetAfter(since, selfId, judged)
     if (late.size === 0) return { early: { verdict: 'unique' }, seen }
     return { early: await screenEntries(late, selfId, sig, cfg, (candidates) => this.confirm(db, kbId, selfId, candidates)), seen }
@@ -773,17 +833,33 @@ export async function inDedupTurn<R>(kbId: string, fn: () => Promise<R>): Promis
  * holds the data folder), so the turn suffices there, and the two statements run on their own: a transaction would
  * hold its one connection from every other caller meanwhile.
  */
-export async function commitUnlessLate<R>(sql: Pick<Sql, 'name' | 'transaction' | 'query'>, index: SignatureIndex, kbId: string, docId: string, sig: Signatures, cfg: DedupCfg,
-  since: number, judged: ReadonlySet<string>, commit: (tx: SqlRunner) => Promise<R>): Promise<({ late: Exclude<EarlyVerdict, { verdict: 'unique' }> } | { done: R }) & { seen: number }> {
+export async function commitUnlessLate<R extends { seq: number } | null>(sql: Pick<Sql, 'name' | 'transaction' | 'query'>, index: SignatureIndex, kbId: string, docId: string,
+  sig: Signatures, cfg: DedupCfg, since: number, judged: ReadonlySet<string>, commit: (tx: SqlRunner) => Promise<R>): Promise<({ late: Exclude<EarlyVerdict, { verdict: 'unique' }> } | { done: R }) & { seen: number }> {
+  // PGlite: this process is the only writer, and every writer here counts its writes (noteSignatureWrite), so the
+  // rescreen reads nothing while the index holds all of them.
+  const sole = sql.name === 'pglite' ? sql : undefined
   const attempt = async (tx: SqlRunner) => {
-    const { early, seen } = await index.rescreen(tx, kbId, docId, sig, cfg, since, judged)
+    const { early, seen } = await index.rescreen(tx, kbId, docId, sig, cfg, since, judged, sole)
     if (early.verdict !== 'unique') return { late: early, seen }
     return { done: await commit(tx), seen }
   }
-  return inDedupTurn(kbId, () => sql.name === 'pglite' ? attempt(sql) : sql.transaction(async (tx) => {
-    await lockDedupCommits(tx, kbId)
-    return attempt(tx)
-  }))
+  return inDedupTurn(kbId, async () => {
+    let round: Awaited<ReturnType<typeof attempt>>
+    try {
+      round = sole !== undefined ? await attempt(sql) : await sql.transaction(async (tx) => {
+        await lockDedupCommits(tx, kbId)
+        return attempt(tx)
+      })
+    } catch (err) {
+      // the commit may have written before it failed: counted, so that the next rescreen reads
+      noteSignatureWrite(sql, kbId)
+      throw err
+    }
+    // held (and counted) in the turn, before the next commit's rescreen
+    const done: { seq: number } | null = ('done' in round ? round.done : null) ?? null
+    if (done !== null) index.committed(sql, kbId, docId, sig, done.seq)
+    return round
+  })
 }
 
 /**

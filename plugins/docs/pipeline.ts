@@ -296,7 +296,6 @@ export function createProcessor(deps: {
               const done = round.done
               moved = done !== null
               superseded = done?.superseded ?? false
-              if (done) signatureIndex.add(kbId, docId, signatures, done.seq)
               break
             }
             if (round.late.verdict === 'compare') for (const c of round.late.candidates) judged.add(c.doc_id)

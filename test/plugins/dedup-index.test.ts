@@ -8,7 +8,7 @@ import { createPostgresSql } from '../../adapters/metadata/postgres.ts'
 import { migrate } from '../../adapters/metadata/migrate.ts'
 import { dedupSignatures, jaccardEstimate, simhashFromHex, titleSimilarity } from '../../compute/dedup/index.ts'
 import {
-  chunkScore, commitUnlessLate, compare, finishIndexed, IDENTICAL_MIN_JACCARD, laterVerdict, KbSignatures, screenEntries, SignatureIndex, textScore, titleChanged, type Candidate, type Signatures,
+  chunkScore, commitUnlessLate, compare, finishIndexed, IDENTICAL_MIN_JACCARD, laterVerdict, KbSignatures, noteSignatureWrite, screenEntries, SignatureIndex, textScore, titleChanged, type Candidate, type Signatures,
 } from '../../plugins/docs/dedup.ts'
 import { domainText, editEvery25th, replaceTenth } from './dedup-quality.suite.ts'
 import { mulberry32 } from '../../bench/lib/rng.ts'
@@ -339,6 +339,67 @@ const twoProcesses = async () => [await import('../../plugins/docs/dedup.ts'), (
 
 describe('dedup commit: PGlite', () => {
   commitSuite(() => createPgliteSql(), oneProcess)
+})
+
+describe('dedup commit: PGlite, the only writer', () => {
+  it('a rescreen reads no signature while its index holds every write counted, and reads what another writer counted', async (t) => {
+    const sql = await createPgliteSql()
+    t.after(() => sql.close())
+    await migrate(sql)
+    await sql.query("INSERT INTO knowledge_bases (kb_id) VALUES ('kb')")
+    // The handle the writes are counted on: the adapters' one, shared by the apps of a process that share adapters.
+    let reads = 0
+    const db: Sql = { ...sql, query: <T,>(text: string, params?: readonly unknown[]) => {
+      if (/FROM dedup_signatures/.test(text)) reads++
+      return sql.query<T>(text, params)
+    } }
+    const fields = { chunk_count: 1, embedding_model: 'm', title: 't', doc_type: 'txt' }
+    const running = (id: string) => sql.query(`INSERT INTO documents (doc_id, kb_id, source, status) VALUES ($1, 'kb', $2, 'running')`, [id, `${id}.txt`])
+    // Two indexes on one handle: two apps of one process sharing their adapters, each with its pipeline.
+    const [a, b] = [new SignatureIndex(60_000), new SignatureIndex(60_000)]
+    const screen = (index: SignatureIndex, id: string, seed: number) => index.screenFrom(db, 'kb', id, signature(seed), cfg)
+    const commit = async (index: SignatureIndex, id: string, seed: number, since: number) => {
+      const before = reads
+      const round = await commitUnlessLate(db, index, 'kb', id, signature(seed), cfg, since, new Set(), (tx) => finishIndexed(tx, 'kb', id, signature(seed), fields))
+      return { round, read: reads > before }
+    }
+
+    await running('aaaaaaaaaaaaaaa1')
+    const first = await commit(a, 'aaaaaaaaaaaaaaa1', 1, (await screen(a, 'aaaaaaaaaaaaaaa1', 1)).seen)
+    assert.equal(first.read, true, 'a KB not read in this rescreen yet is read')
+    await running('aaaaaaaaaaaaaaa2')
+    const second = await commit(a, 'aaaaaaaaaaaaaaa2', 2, (await screen(a, 'aaaaaaaaaaaaaaa2', 2)).seen)
+    assert.equal(second.read, false, 'every write held: nothing read')
+    assert.ok('done' in second.round && second.round.done !== null)
+
+    // The other index commits a document after a copy of it was screened by this one: this one's rescreen reads it.
+    await running('copy000000000003')
+    const copyScreen = await screen(a, 'copy000000000003', 3)
+    assert.deepEqual(copyScreen.early, { verdict: 'unique' })
+    await running('bbbbbbbbbbbbbbb3')
+    assert.equal((await commit(b, 'bbbbbbbbbbbbbbb3', 3, (await screen(b, 'bbbbbbbbbbbbbbb3', 3)).seen)).read, true)
+    const copy = await commit(a, 'copy000000000003', 3, copyScreen.seen)
+    assert.equal(copy.read, true, 'a write of the other index is read')
+    assert.deepEqual('late' in copy.round && copy.round.late, { verdict: 'identical', match: 'bbbbbbbbbbbbbbb3', title: 'title 3' })
+
+    // A write counted by another writer (an import: noteSignatureWrite) is read at the next rescreen and found.
+    await running('copy000000000004')
+    const importedScreen = await screen(a, 'copy000000000004', 4)
+    await sql.query(`INSERT INTO documents (doc_id, kb_id, source, status) VALUES ('imported00000004', 'kb', 'imported.txt', 'running')`)
+    await finishIndexed(sql, 'kb', 'imported00000004', signature(4), fields)
+    noteSignatureWrite(db, 'kb')
+    const found = await commit(a, 'copy000000000004', 4, importedScreen.seen)
+    assert.equal(found.read, true)
+    assert.deepEqual('late' in found.round && found.round.late, { verdict: 'identical', match: 'imported00000004', title: 'title 4' })
+
+    // Held again after that read: the next commit reads nothing, and its rescreen's position is what memory holds.
+    await running('aaaaaaaaaaaaaaa5')
+    const fifth = await commit(a, 'aaaaaaaaaaaaaaa5', 5, found.round.seen)
+    assert.equal(fifth.read, false)
+    assert.equal(fifth.round.seen, found.round.seen, 'nothing committed since the last read')
+    const rows = await sql.query<{ doc_id: string; status: string }>("SELECT doc_id, status FROM documents WHERE status = 'indexed' ORDER BY doc_id")
+    assert.deepEqual(rows.map((r) => r.doc_id), ['aaaaaaaaaaaaaaa1', 'aaaaaaaaaaaaaaa2', 'aaaaaaaaaaaaaaa5', 'bbbbbbbbbbbbbbb3', 'imported00000004'])
+  })
 })
 
 describe('dedup commit: PostgreSQL', { skip: skipUnless('postgres') }, () => {
