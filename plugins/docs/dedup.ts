@@ -321,14 +321,17 @@ function heldAfter(entries: KbSignatures, after: number): { seqs: number[]; seen
 const REREAD = 16
 
 /**
- * Signature rows written in this process, per database handle and KB: every writer counts each write it makes, in
- * the KB's dedup turn, once it has committed (or failed: a write that may have happened counts too). A SignatureIndex
- * that holds every write counted so far needs no read to know what committed since: on PGlite, where this process
- * is the only writer (it holds the data folder), the rescreen at each commit then reads nothing (see rescreen).
+ * Signature rows written in this process, per database handle and KB: every writer counts each statement or
+ * transaction that writes one (or may have: a failed one counts too), in the KB's dedup turn, once it has ended. A
+ * SignatureIndex that holds every write counted so far needs no read to know what committed since: on PGlite, where
+ * this process is the only writer (it holds the data folder), the rescreen at each commit then reads nothing (see
+ * rescreen).
  */
 const signatureWrites = new WeakMap<object, Map<string, number>>()
 
-const writesOf = (db: object, kbId: string): number => signatureWrites.get(db)?.get(kbId) ?? 0
+/** The writes of the KB's signature rows counted through `db` so far (noteSignatureWrite). */
+export const countedSignatureWrites = (db: object, kbId: string): number => signatureWrites.get(db)?.get(kbId) ?? 0
+const writesOf = countedSignatureWrites
 
 /**
  * Counts a write of the KB's signature rows through `db` (the handle commitUnlessLate is given): an import calls it
@@ -344,7 +347,10 @@ interface HeldKb {
   entries: KbSignatures
   seen: number
   readAt: number
-  /** The count of writes (writesOf) this index holds every one of: set by a rescreen's read, advanced by its own commits; -1 none. */
+  /**
+   * The count of writes (writesOf) this index holds every one of: set by a rescreen's read of an entry a refresh has
+   * read (readAt), advanced by its own commits; -1 none.
+   */
   trusted: number
 }
 
@@ -460,9 +466,11 @@ export class SignatureIndex {
     if (sole !== undefined && kb.trusted === writesOf(sole, kbId)) seen = heldAfter(kb.entries, since).seen
     else {
       const writes = sole === undefined ? -1 : writesOf(sole, kbId)
-      // What this process committed itself is in memory already (`add`): only other processes' commits are read.
+      // What this index committed itself is in memory already (`add`): only other writers' rows are read.
       seen = await this.readAfter(db, kbId, kb.entries, since)
-      if (sole !== undefined && writes > kb.trusted) kb.trusted = writes
+      // The read holds the rows above `since`; those at or below it are in memory only if a refresh read this entry
+      // (an entry made by this rescreen, after dropKb, holds none of them).
+      if (sole !== undefined && kb.readAt !== -Infinity && writes > kb.trusted) kb.trusted = writes
     }
     const late = kb.entries.subsetAfter(since, selfId, judged)
     if (late.size === 0) return { early: { verdict: 'unique' }, seen }
@@ -851,13 +859,17 @@ export async function commitUnlessLate<R extends { seq: number } | null>(sql: Pi
         return attempt(tx)
       })
     } catch (err) {
-      // the commit may have written before it failed: counted, so that the next rescreen reads
+      // counted all the same (the failure may have come after the write): the next rescreen reads
       noteSignatureWrite(sql, kbId)
       throw err
     }
-    // held (and counted) in the turn, before the next commit's rescreen
-    const done: { seq: number } | null = ('done' in round ? round.done : null) ?? null
-    if (done !== null) index.committed(sql, kbId, docId, sig, done.seq)
+    // held (and counted) in the turn, before the next commit's rescreen; a commit that found the document no longer
+    // running wrote its signature row all the same, which is not held: counted only
+    if ('done' in round) {
+      const done: { seq: number } | null = round.done ?? null
+      if (done !== null) index.committed(sql, kbId, docId, sig, done.seq)
+      else noteSignatureWrite(sql, kbId)
+    }
     return round
   })
 }

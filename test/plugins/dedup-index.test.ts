@@ -8,7 +8,7 @@ import { createPostgresSql } from '../../adapters/metadata/postgres.ts'
 import { migrate } from '../../adapters/metadata/migrate.ts'
 import { dedupSignatures, jaccardEstimate, simhashFromHex, titleSimilarity } from '../../compute/dedup/index.ts'
 import {
-  chunkScore, commitUnlessLate, compare, finishIndexed, IDENTICAL_MIN_JACCARD, laterVerdict, KbSignatures, noteSignatureWrite, screenEntries, SignatureIndex, textScore, titleChanged, type Candidate, type Signatures,
+  chunkScore, commitUnlessLate, compare, countedSignatureWrites, finishIndexed, IDENTICAL_MIN_JACCARD, laterVerdict, KbSignatures, noteSignatureWrite, screenEntries, SignatureIndex, textScore, titleChanged, type Candidate, type Signatures,
 } from '../../plugins/docs/dedup.ts'
 import { domainText, editEvery25th, replaceTenth } from './dedup-quality.suite.ts'
 import { mulberry32 } from '../../bench/lib/rng.ts'
@@ -399,6 +399,51 @@ describe('dedup commit: PGlite, the only writer', () => {
     assert.equal(fifth.round.seen, found.round.seen, 'nothing committed since the last read')
     const rows = await sql.query<{ doc_id: string; status: string }>("SELECT doc_id, status FROM documents WHERE status = 'indexed' ORDER BY doc_id")
     assert.deepEqual(rows.map((r) => r.doc_id), ['aaaaaaaaaaaaaaa1', 'aaaaaaaaaaaaaaa2', 'aaaaaaaaaaaaaaa5', 'bbbbbbbbbbbbbbb3', 'imported00000004'])
+  })
+})
+
+describe('dedup commit: PGlite, the only writer (held rows)', () => {
+  const fields = { chunk_count: 1, embedding_model: 'm', title: 't', doc_type: 'txt' }
+  const opened = async (t: TestContext) => {
+    const sql = await createPgliteSql()
+    t.after(() => sql.close())
+    await migrate(sql)
+    await sql.query("INSERT INTO knowledge_bases (kb_id) VALUES ('kb')")
+    const running = (id: string) => sql.query(`INSERT INTO documents (doc_id, kb_id, source, status) VALUES ($1, 'kb', $2, 'running')`, [id, `${id}.txt`])
+    return { sql, running }
+  }
+
+  it('a copy and its original screened together by one index: the one committed first is held, and the copy found without a read', async (t) => {
+    const { sql, running } = await opened(t)
+    const index = new SignatureIndex(60_000)
+    for (const id of ['orig000000000001', 'copy000000000001']) await running(id)
+    const [orig, copy] = [await index.screenFrom(sql, 'kb', 'orig000000000001', signature(9), cfg), await index.screenFrom(sql, 'kb', 'copy000000000001', signature(9), cfg)]
+    assert.deepEqual([orig.early, copy.early], [{ verdict: 'unique' }, { verdict: 'unique' }])
+    const commit = (id: string, since: number) => commitUnlessLate(sql, index, 'kb', id, signature(9), cfg, since, new Set(), (tx) => finishIndexed(tx, 'kb', id, signature(9), fields))
+    assert.ok('done' in (await commit('orig000000000001', orig.seen)))
+    const writes = countedSignatureWrites(sql, 'kb')
+    const late = await commit('copy000000000001', copy.seen)
+    assert.deepEqual('late' in late && late.late, { verdict: 'identical', match: 'orig000000000001', title: 'title 9' })
+    assert.equal(countedSignatureWrites(sql, 'kb'), writes, 'the copy wrote nothing')
+  })
+
+  it('after dropKb, a rescreen that made the entry anew reads until a refresh has read it', async (t) => {
+    const { sql, running } = await opened(t)
+    const index = new SignatureIndex(0) // every screen refreshes
+    await running('second0000000001')
+    const second = await index.screenFrom(sql, 'kb', 'second0000000001', signature(11), cfg)
+    // a copy of it written by another writer in this process (an import), counted
+    await running('imported00000001')
+    await finishIndexed(sql, 'kb', 'imported00000001', signature(11), fields)
+    noteSignatureWrite(sql, 'kb')
+    await running('first00000000001')
+    const first = await index.screenFrom(sql, 'kb', 'first00000000001', signature(12), cfg)
+    assert.ok(first.seen > second.seen)
+    index.dropKb('kb')
+    const commit = (id: string, seed: number, since: number) => commitUnlessLate(sql, index, 'kb', id, signature(seed), cfg, since, new Set(), (tx) => finishIndexed(tx, 'kb', id, signature(seed), fields))
+    assert.ok('done' in (await commit('first00000000001', 12, first.seen)))
+    const late = await commit('second0000000001', 11, second.seen)
+    assert.deepEqual('late' in late && late.late, { verdict: 'identical', match: 'imported00000001', title: 'title 11' })
   })
 })
 

@@ -10,6 +10,7 @@ import { createServer, request as httpRequest, type IncomingMessage, type Server
 import type { AddressInfo } from 'node:net'
 import { join } from 'node:path'
 import { after, before, it } from 'node:test'
+import { countedSignatureWrites } from '../../../plugins/docs/dedup.ts'
 import { readTar, scanTarFile, tarStream } from '../../../plugins/transfer/tar.ts'
 import { startApp, uniqueId, type StartedApp, type StartOptions } from '../../helpers/app.ts'
 import { waitFor } from '../../helpers/wait.ts'
@@ -331,6 +332,10 @@ export function transferSuite(label: string, opts: StartOptions): void {
 
     const [a, b] = [await snapshot(svc, kb, src.queries), await snapshot(svc, copy, src.queries)]
     assert.deepEqual(b, a)
+    // Every signature row the import wrote was counted as a write (plugins/docs/dedup.ts noteSignatureWrite): a document
+    // the pipeline commits meanwhile reads the rows it does not hold only then (on the embedded default).
+    const signed = (await svc.app.adapters.sql.query<Json>('SELECT count(*)::int AS n FROM dedup_signatures WHERE kb_id = $1', [copy]))[0].n
+    assert.ok(signed > 0 && countedSignatureWrites(svc.app.adapters.sql, copy) >= signed, `${countedSignatureWrites(svc.app.adapters.sql, copy)} writes counted for ${signed} rows`)
     for (const [name, body] of Object.entries(src.files)) assert.equal(b.docs[name].file_sha256, sha(body), `${name}: the original file`)
 
     // Every point of the copy names a parent the copy holds (auto-merge reads them by these ids).
