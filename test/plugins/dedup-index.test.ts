@@ -342,19 +342,24 @@ describe('dedup commit: PGlite', () => {
 })
 
 describe('dedup commit: PGlite, the only writer', () => {
-  it('a rescreen reads no signature while its index holds every write counted, and reads what another writer counted', async (t) => {
+  const fields = { chunk_count: 1, embedding_model: 'm', title: 't', doc_type: 'txt' }
+  const opened = async (t: TestContext) => {
     const sql = await createPgliteSql()
     t.after(() => sql.close())
     await migrate(sql)
     await sql.query("INSERT INTO knowledge_bases (kb_id) VALUES ('kb')")
+    const running = (id: string) => sql.query(`INSERT INTO documents (doc_id, kb_id, source, status) VALUES ($1, 'kb', $2, 'running')`, [id, `${id}.txt`])
+    return { sql, running }
+  }
+
+  it('a rescreen reads no signature while its index holds every write counted, and reads what another writer counted', async (t) => {
+    const { sql, running } = await opened(t)
     // The handle the writes are counted on: the adapters' one, shared by the apps of a process that share adapters.
     let reads = 0
     const db: Sql = { ...sql, query: <T,>(text: string, params?: readonly unknown[]) => {
       if (/FROM dedup_signatures/.test(text)) reads++
       return sql.query<T>(text, params)
     } }
-    const fields = { chunk_count: 1, embedding_model: 'm', title: 't', doc_type: 'txt' }
-    const running = (id: string) => sql.query(`INSERT INTO documents (doc_id, kb_id, source, status) VALUES ($1, 'kb', $2, 'running')`, [id, `${id}.txt`])
     // Two indexes on one handle: two apps of one process sharing their adapters, each with its pipeline.
     const [a, b] = [new SignatureIndex(60_000), new SignatureIndex(60_000)]
     const screen = (index: SignatureIndex, id: string, seed: number) => index.screenFrom(db, 'kb', id, signature(seed), cfg)
@@ -400,18 +405,6 @@ describe('dedup commit: PGlite, the only writer', () => {
     const rows = await sql.query<{ doc_id: string; status: string }>("SELECT doc_id, status FROM documents WHERE status = 'indexed' ORDER BY doc_id")
     assert.deepEqual(rows.map((r) => r.doc_id), ['aaaaaaaaaaaaaaa1', 'aaaaaaaaaaaaaaa2', 'aaaaaaaaaaaaaaa5', 'bbbbbbbbbbbbbbb3', 'imported00000004'])
   })
-})
-
-describe('dedup commit: PGlite, the only writer (held rows)', () => {
-  const fields = { chunk_count: 1, embedding_model: 'm', title: 't', doc_type: 'txt' }
-  const opened = async (t: TestContext) => {
-    const sql = await createPgliteSql()
-    t.after(() => sql.close())
-    await migrate(sql)
-    await sql.query("INSERT INTO knowledge_bases (kb_id) VALUES ('kb')")
-    const running = (id: string) => sql.query(`INSERT INTO documents (doc_id, kb_id, source, status) VALUES ($1, 'kb', $2, 'running')`, [id, `${id}.txt`])
-    return { sql, running }
-  }
 
   it('a copy and its original screened together by one index: the one committed first is held, and the copy found without a read', async (t) => {
     const { sql, running } = await opened(t)
