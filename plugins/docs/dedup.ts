@@ -331,7 +331,6 @@ const signatureWrites = new WeakMap<object, Map<string, number>>()
 
 /** The writes of the KB's signature rows counted through `db` so far (noteSignatureWrite). */
 export const countedSignatureWrites = (db: object, kbId: string): number => signatureWrites.get(db)?.get(kbId) ?? 0
-const writesOf = countedSignatureWrites
 
 /**
  * Counts a write of the KB's signature rows through `db` (the handle commitUnlessLate is given): an import calls it
@@ -348,7 +347,7 @@ interface HeldKb {
   seen: number
   readAt: number
   /**
-   * The count of writes (writesOf) this index holds every one of: set by a rescreen's read of an entry a refresh has
+   * The count of writes (countedSignatureWrites) this index holds every one of: set by a rescreen's read of an entry a refresh has
    * read (readAt), advanced by its own commits; -1 none.
    */
   trusted: number
@@ -406,7 +405,7 @@ export class SignatureIndex {
    * (noteSignatureWrite) and held at once. When the index held every write before it, it holds every one after it.
    */
   committed(db: object, kbId: string, docId: string, sig: Signatures, seq: number): void {
-    const before = writesOf(db, kbId)
+    const before = countedSignatureWrites(db, kbId)
     noteSignatureWrite(db, kbId)
     this.add(kbId, docId, sig, seq)
     const kb = this.kbs.get(kbId)
@@ -463,9 +462,9 @@ export class SignatureIndex {
     sole?: object): Promise<{ early: EarlyVerdict; seen: number }> {
     const kb = this.kbOf(kbId)
     let seen: number
-    if (sole !== undefined && kb.trusted === writesOf(sole, kbId)) seen = heldAfter(kb.entries, since).seen
+    if (sole !== undefined && kb.trusted === countedSignatureWrites(sole, kbId)) seen = heldAfter(kb.entries, since).seen
     else {
-      const writes = sole === undefined ? -1 : writesOf(sole, kbId)
+      const writes = sole === undefined ? -1 : countedSignatureWrites(sole, kbId)
       // What this index committed itself is in memory already (`add`): only other writers' rows are read.
       seen = await this.readAfter(db, kbId, kb.entries, since)
       // The read holds the rows above `since`; those at or below it are in memory only if a refresh read this entry

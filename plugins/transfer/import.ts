@@ -613,53 +613,49 @@ async function importDocument(deps: ImportDeps, entries: Entries, recordEntry: T
   const dedup = doc.dedup && typeof doc.dedup.matched_doc_id === 'string' ? { ...doc.dedup, matched_doc_id: map.doc(doc.dedup.matched_doc_id) } : doc.dedup
   try {
     // A signature row is written in the KB's dedup turn and under its commit lock, as the pipeline writes its own: a
-    // document indexed meanwhile then sees it at its rescreen (plugins/docs/dedup.ts commitUnlessLate).
+    // document indexed meanwhile then sees it at its rescreen (plugins/docs/dedup.ts commitUnlessLate). The write is
+    // counted in the turn whatever the transaction's outcome (noteSignatureWrite), so that rescreen reads it.
     const writesSignature = Boolean(record.signature) && !target.queue
-    await inDedupTurn(kbId, async () => {
-      try {
-        await sql.transaction(async (tx) => {
-          if (writesSignature) await lockDedupCommits(tx, kbId)
-          await tx.query(DOC_INSERT, [
-            docId, kbId, doc.title ?? '', doc.source_type, doc.source, wroteFile ? key : null, doc.connector_id ? map.connector(doc.connector_id) : null, doc.run_id,
-            fields.status, fields.pending_op, doc.doc_type, doc.content_type, doc.chunk_count, doc.file_size, doc.embedding_model, fields.last_error,
-            etag, doc.source_uri, doc.content_version,
-            doc.duplicate_of ? map.doc(doc.duplicate_of) : null, dedup ?? null, doc.chunk_strategy,
-            doc.doc_created_at, doc.process_started_at, doc.process_finished_at, fields.deleted_at, doc.created_at, doc.updated_at,
-          ])
-          // What the pipeline writes again for a document it indexes again is left to it.
-          if (!target.queue) {
-            const parents = record.parent_chunks ?? []
-            if (parents.length > 0) {
-              await tx.query(
-                `INSERT INTO parent_chunks (chunk_id, kb_id, doc_id, level, parent_chunk_id, child_count, text, page_num, page_label, start_offset, end_offset)
-                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::int[], $7::text[], $8::int[], $9::text[], $10::int[], $11::int[])`,
-                [parents.map((p) => map.chunk(p.chunk_id)), parents.map(() => kbId), parents.map(() => docId), parents.map((p) => p.level),
-                  parents.map((p) => (p.parent_chunk_id === null ? null : map.chunk(p.parent_chunk_id))), parents.map((p) => p.child_count),
-                  parents.map((p) => p.text), parents.map((p) => p.page_num), parents.map((p) => p.page_label), parents.map((p) => p.start_offset),
-                  parents.map((p) => p.end_offset)],
-              )
-            }
-            const s = record.signature
-            if (s) {
-              await tx.query(
-                'INSERT INTO dedup_signatures (doc_id, kb_id, simhash, minhash, title, chunk_count, identity) VALUES ($1, $2, $3, $4, $5, $6, $7)',
-                [docId, kbId, s.simhash, Buffer.from(s.minhash, 'base64'), s.title ?? '', s.chunk_count, s.identity === null ? null : Buffer.from(s.identity, 'base64')])
-            }
-          }
-          for (const other of record.distinct ?? []) {
-            const o = map.doc(other)
-            await tx.query(
-              `INSERT INTO dedup_distinct (kb_id, doc_a, doc_b) SELECT $1, least($2, $3), greatest($2, $3)
-               WHERE EXISTS (SELECT 1 FROM documents WHERE doc_id = $2) ON CONFLICT DO NOTHING`, [kbId, o, docId])
-          }
-          await tx.query('INSERT INTO kb_transfer_docs (doc_id, kb_id, source_doc_id, sha256) VALUES ($1, $2, $3, $4)', [docId, kbId, sourceId, checksum])
-          await ctx.hold.update(tx, 'documents = documents + 1, last_doc_id = $2, updated_at = now()', [sourceId])
-        })
-      } finally {
-        // counted whatever the outcome (plugins/docs/dedup.ts noteSignatureWrite): the pipeline's next rescreen reads it
-        if (writesSignature) noteSignatureWrite(sql, kbId)
+    await inDedupTurn(kbId, () => sql.transaction(async (tx) => {
+      if (writesSignature) await lockDedupCommits(tx, kbId)
+      await tx.query(DOC_INSERT, [
+        docId, kbId, doc.title ?? '', doc.source_type, doc.source, wroteFile ? key : null, doc.connector_id ? map.connector(doc.connector_id) : null, doc.run_id,
+        fields.status, fields.pending_op, doc.doc_type, doc.content_type, doc.chunk_count, doc.file_size, doc.embedding_model, fields.last_error,
+        etag, doc.source_uri, doc.content_version,
+        doc.duplicate_of ? map.doc(doc.duplicate_of) : null, dedup ?? null, doc.chunk_strategy,
+        doc.doc_created_at, doc.process_started_at, doc.process_finished_at, fields.deleted_at, doc.created_at, doc.updated_at,
+      ])
+      // What the pipeline writes again for a document it indexes again is left to it.
+      if (!target.queue) {
+        const parents = record.parent_chunks ?? []
+        if (parents.length > 0) {
+          await tx.query(
+            `INSERT INTO parent_chunks (chunk_id, kb_id, doc_id, level, parent_chunk_id, child_count, text, page_num, page_label, start_offset, end_offset)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::int[], $7::text[], $8::int[], $9::text[], $10::int[], $11::int[])`,
+            [parents.map((p) => map.chunk(p.chunk_id)), parents.map(() => kbId), parents.map(() => docId), parents.map((p) => p.level),
+              parents.map((p) => (p.parent_chunk_id === null ? null : map.chunk(p.parent_chunk_id))), parents.map((p) => p.child_count),
+              parents.map((p) => p.text), parents.map((p) => p.page_num), parents.map((p) => p.page_label), parents.map((p) => p.start_offset),
+              parents.map((p) => p.end_offset)],
+          )
+        }
+        const s = record.signature
+        if (s) {
+          await tx.query(
+            'INSERT INTO dedup_signatures (doc_id, kb_id, simhash, minhash, title, chunk_count, identity) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+            [docId, kbId, s.simhash, Buffer.from(s.minhash, 'base64'), s.title ?? '', s.chunk_count, s.identity === null ? null : Buffer.from(s.identity, 'base64')])
+        }
       }
-    })
+      for (const other of record.distinct ?? []) {
+        const o = map.doc(other)
+        await tx.query(
+          `INSERT INTO dedup_distinct (kb_id, doc_a, doc_b) SELECT $1, least($2, $3), greatest($2, $3)
+           WHERE EXISTS (SELECT 1 FROM documents WHERE doc_id = $2) ON CONFLICT DO NOTHING`, [kbId, o, docId])
+      }
+      await tx.query('INSERT INTO kb_transfer_docs (doc_id, kb_id, source_doc_id, sha256) VALUES ($1, $2, $3, $4)', [docId, kbId, sourceId, checksum])
+      await ctx.hold.update(tx, 'documents = documents + 1, last_doc_id = $2, updated_at = now()', [sourceId])
+    }).finally(() => {
+      if (writesSignature) noteSignatureWrite(sql, kbId)
+    }))
   } catch (err) {
     // Another import holds the KB now and writes this document to the same places: what is there is left to it.
     if (err instanceof HoldLost) throw err
