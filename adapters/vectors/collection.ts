@@ -196,6 +196,25 @@ export class Collection {
     return out
   }
 
+  /**
+   * Several searches, each answered as search() answers it alone: the graph searched for all the unfiltered ones in
+   * one native call over `threads` threads (DenseIndex.prefetchGraph), then each finished in turn. A search that
+   * fails gives its error in its place.
+   */
+  searchMany(queries: readonly VectorQuery[], threads: number): ({ dense: VectorHit[]; sparse: VectorHit[] } | Error)[] {
+    const pre = this.dense.prefetchGraph(queries.map((q) => (q.dense !== undefined && q.filter === undefined ? { q: q.dense, k: q.limit, effort: q.effort } : null)), threads)
+    return queries.map((q, i) => {
+      this.dense.usePrefetched(pre[i])
+      try {
+        return this.search(q)
+      } catch (err) {
+        return err instanceof Error ? err : new Error(String(err))
+      } finally {
+        this.dense.usePrefetched(null)
+      }
+    })
+  }
+
   private hits(rows: Int32Array, scores: Float64Array): VectorHit[] {
     const hits: VectorHit[] = new Array(rows.length)
     // Fresh payload objects, read lazily: callers decorate results, and the stored payload must not change.
@@ -279,6 +298,7 @@ export class Collection {
       onDiskRows: this.dense.spilledRows,
       payloadsOnDisk: this.payloads.onDisk,
       sparseOnDiskEntries: this.sparse.onDiskEntries,
+      batchedSearches: this.dense.batchedSearches,
     }
   }
 

@@ -73,6 +73,8 @@ interface NativeIndex {
   /** keys and distances hold k entries per query, of which counts[i] are found. */
   search(queries: Float32Array | Int8Array, k: number, threads: number): [keys: BigUint64Array, distances: Float32Array, counts: BigUint64Array]
   size(): number
+  /** Rows the graph holds room for (usearch grows it when an add would fill it). */
+  capacity(): number
   save(path: string): void
   load(path: string): void
   contains(keys: BigUint64Array): boolean[]
@@ -131,6 +133,11 @@ export interface DenseIndexOptions extends HnswParams {
   filterGraphCost: number
   /** Threads usearch may use for a slice of background insertions. */
   indexThreads: number
+  /**
+   * Threads a batch of searches may use at once (prefetchGraph). usearch gives each thread that searches at once a
+   * context of its own, as many as the thread count of the add that last grew the graph (addToGraph). Default 1.
+   */
+  searchThreads?: number
   /** Target duration of one background slice: the longest the event loop is held by graph building. */
   indexSliceMs: number
   /** File for the full arena segments kept on disk instead of in memory (see the top of this file); none: all in memory. */
@@ -234,6 +241,17 @@ export function quantizeI8(src: Float32Array, d: number, out: Int8Array): void {
   }
 }
 
+const sameBytes = (a: Float32Array, b: Float32Array): boolean =>
+  a.length === b.length && Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength))
+
+/** One query's graph search made ahead, in a batch (DenseIndex.prefetchGraph). */
+export interface PrefetchedGraph {
+  query: Float32Array
+  asked: number
+  keys: BigUint64Array
+  distances: Float32Array
+}
+
 export class DenseIndex {
   readonly dims: number
   private readonly usearch: Usearch
@@ -306,6 +324,68 @@ export class DenseIndex {
   /** What the graph is searched with: the query under way (prepared.use) itself, or its i8 copy for an i8 graph. */
   private graphQuery(q: Float32Array): Float32Array | Int8Array {
     return this.opts.quantization === 'i8' ? prepared.graphI8() : q
+  }
+
+  /**
+   * The candidate list (ef) and the graph results asked of an unfiltered graph search for k results at this effort;
+   * null when search() would not search the graph (nothing live, a collection small enough to scan, no graph yet).
+   */
+  private graphAsked(k: number, effort: number): number | null {
+    if (this.liveCount === 0 || k <= 0 || this.rowsEnd * this.dims <= this.opts.exactBudget || this.graphCount === 0) return null
+    const ef = Math.max(k, Math.ceil(this.opts.expansionSearch * Math.min(1, effort > 0 ? effort : 1)))
+    return Math.min(this.graphCount, ef)
+  }
+
+  /**
+   * The graph searched for several queries in one native call, over `threads` threads (usearch splits a batch's
+   * queries among them; each query's search is the one it would get alone: same candidates, same distances). Each
+   * query whose search() would search the graph unfiltered gets its result, in the order given; the others null.
+   * search() takes such a result in place of its own graph search when it is made the next one (usePrefetched).
+   */
+  prefetchGraph(queries: readonly ({ q: Float32Array; k: number; effort?: number } | null)[], threads: number): (PrefetchedGraph | null)[] {
+    const out: (PrefetchedGraph | null)[] = queries.map(() => null)
+    const byAsked = new Map<number, number[]>()
+    for (const [i, x] of queries.entries()) {
+      const asked = x === null || x.q.length !== this.dims ? null : this.graphAsked(Math.floor(x.k), x.effort ?? 1)
+      if (asked === null) continue
+      let group = byAsked.get(asked)
+      if (group === undefined) byAsked.set(asked, (group = []))
+      group.push(i)
+    }
+    const d = this.dims
+    for (const [asked, group] of byAsked) {
+      // The queries as search() hands them to the graph (graphQuery): quantizeI8's copies for an i8 graph.
+      const i8 = this.opts.quantization === 'i8'
+      const batch = i8 ? new Int8Array(group.length * d) : new Float32Array(group.length * d)
+      for (const [j, i] of group.entries()) {
+        const q = queries[i]!.q
+        if (i8) quantizeI8(q, d, (batch as Int8Array).subarray(j * d, (j + 1) * d))
+        else (batch as Float32Array).set(q, j * d)
+      }
+      let found: ReturnType<NativeIndex['search']>
+      try {
+        found = this.hnsw.search(batch, asked, Math.max(1, Math.min(threads, group.length)))
+      } catch {
+        // A graph without a search context per thread (addToGraph keeps them): each query searches on its own.
+        continue
+      }
+      const [keys, distances, counts] = found
+      for (const [j, i] of group.entries()) {
+        const n = Number(counts[j])
+        out[i] = { query: queries[i]!.q, asked, keys: keys.subarray(j * asked, j * asked + n), distances: distances.subarray(j * asked, j * asked + n) }
+      }
+    }
+    return out
+  }
+
+  /** The result search() takes for its graph search, when made for its query and candidate list; cleared by search(). */
+  private prefetched: PrefetchedGraph | null = null
+  /** Searches that took their graph search from a batch (prefetchGraph). */
+  batchedSearches = 0
+
+  /** Makes `p` (from prefetchGraph) the graph result of the next search(), which uses it if it is for that search. */
+  usePrefetched(p: PrefetchedGraph | null): void {
+    this.prefetched = p
   }
 
   /** The graph's keys found for one query (a view of the native result: no copy). */
@@ -578,6 +658,8 @@ export class DenseIndex {
    * not rescored; rows the graph does not hold yet are still scored exactly. Equal scores in `tie` order (TopK).
    */
   search(q: Float32Array, k: number, effort = 1, subset?: RowSet, rankOnly = false, tie: TieOrder | null = null): { rows: Int32Array; scores: Float64Array } {
+    const pre = this.prefetched
+    this.prefetched = null
     const top = searchTop.reset(k, tie)
     if (this.liveCount === 0 || k <= 0) return top.drain()
     const d = this.dims
@@ -603,10 +685,12 @@ export class DenseIndex {
       }
       return top.drain()
     }
-    if (this.graphCount > 0) {
-      const ef = Math.max(k, Math.ceil(this.opts.expansionSearch * Math.min(1, effort > 0 ? effort : 1)))
-      const asked = Math.min(this.graphCount, ef)
-      const m = this.graphSearch(this.graphQuery(q), asked)
+    const asked = this.graphAsked(k, effort)
+    if (asked !== null) {
+      // A result prefetched for this query (the same bytes: the caller's array may have changed since) and this list.
+      const batched = pre !== null && pre.asked === asked && sameBytes(pre.query, q)
+      if (batched) this.batchedSearches++
+      const m = batched ? pre : this.graphSearch(this.graphQuery(q), asked)
       const keys = m.keys
       const distances = m.distances
       if (rankOnly) {
@@ -776,7 +860,7 @@ export class DenseIndex {
     }
     const started = performance.now()
     try {
-      this.hnsw.add(this.scratchKeys.subarray(0, n), vectors, this.opts.indexThreads)
+      this.addToGraph(this.scratchKeys.subarray(0, n), vectors, n)
     } catch (err) {
       // The rows stay searchable by the exact scan of waiting rows; graph building stops for good.
       for (let i = 0; i < n; i++) {
@@ -797,6 +881,31 @@ export class DenseIndex {
     this.pendingCount -= n
     this.graphCount += n
     return n
+  }
+
+  /**
+   * Adds n rows to the graph with indexThreads threads, leaving it able to serve searchThreads searches at once.
+   * usearch grows a graph when an add would fill it (size + rows >= capacity, to ceil2(size + rows)), and then gives
+   * it as many search contexts as that add has threads: with indexThreads 1 a batch searched by two threads failed
+   * ("Reserve capacity ahead of searches!"). So an add that would grow the graph is made one row long with
+   * searchThreads threads (a single row is inserted by one thread whatever the count), and the rows before and after
+   * it are added with indexThreads without growing it.
+   */
+  private addToGraph(keys: BigUint64Array, vectors: Float32Array | Int8Array, n: number): void {
+    const t = this.opts.indexThreads
+    const wide = Math.max(t, this.opts.searchThreads ?? 1)
+    if (wide === t) {
+      this.hnsw.add(keys, vectors, t)
+      return
+    }
+    const d = this.dims
+    for (let i = 0; i < n;) {
+      // Rows an add takes without growing the graph.
+      const room = this.hnsw.capacity() - this.hnsw.size() - 1
+      const m = room >= n - i ? n - i : room > 0 ? room : 1
+      this.hnsw.add(keys.subarray(i, i + m), vectors.subarray(i * d, (i + m) * d), room > 0 ? t : wide)
+      i += m
+    }
   }
 
   // ---- persistence of the graph -------------------------------------------------------------------

@@ -3,6 +3,7 @@
 // Qdrant's `modifier: idf`. Writes are durable when they resolve (write-ahead log, group commit);
 // snapshots keep restarts short. One process owns the folder at a time (<dir>/LOCK, held by the OS: adapters/lock.ts).
 import { promises as fs } from 'node:fs'
+import { availableParallelism } from 'node:os'
 import { join, resolve } from 'node:path'
 import { AppError, serviceUnavailable } from '../../kernel/errors.ts'
 import type { VectorHit, VectorPoint, VectorQuery, VectorStore } from '../ports.ts'
@@ -59,6 +60,11 @@ export interface EmbeddedVectorStoreOptions {
   indexThreads?: number
   /** Longest the event loop is held by one slice of graph building, in ms. Default 8. */
   indexSliceMs?: number
+  /**
+   * Threads one batch of searches of a KB may use (searches that meet in a turn of the event loop: see search()).
+   * Default the cores, at most 4 (availableParallelism).
+   */
+  searchThreads?: number
   /** Share of the event loop graph building takes while upserts keep arriving (DenseIndexOptions.busyShare). Default 0.25. */
   busyShare?: number
   /** Log size that triggers a snapshot (at least; it grows with the collection). Default 64 MiB. */
@@ -110,6 +116,8 @@ export interface CollectionStats {
   payloadsOnDisk: number
   /** Entries of the sparse rows' own terms read from the sparse spill file (denseOnDisk), not held in memory. */
   sparseOnDiskEntries: number
+  /** Searches since the collection opened whose graph search was made in a batch with others (see search()). */
+  batchedSearches: number
 }
 
 export interface EmbeddedVectorStore extends VectorStore {
@@ -166,6 +174,7 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
     filterScanBudget: positiveInt('filterScanBudget', options.filterScanBudget, 1 << 20, 0),
     filterGraphCost: nonNegative('filterGraphCost', options.filterGraphCost, 3),
     indexThreads: positiveInt('indexThreads', options.indexThreads, 1),
+    searchThreads: positiveInt('searchThreads', options.searchThreads, Math.min(4, availableParallelism())),
     indexSliceMs: positiveInt('indexSliceMs', options.indexSliceMs, GRAPH_DEFAULTS.indexSliceMs),
     busyShare: unitShare(options.busyShare, 0.25),
     snapshotMinBytes: positiveInt('snapshotMinBytes', options.snapshotMinBytes, 64 << 20, 0),
@@ -278,6 +287,45 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
     }).then(() => queued)
   }
 
+  // Searches of one KB that meet in one turn of the event loop (concurrent requests) are answered together. The
+  // first is answered at once, as a search alone always is; the others of that KB wait for the end of the turn's
+  // I/O (setImmediate) and then search the graph in one native call over searchThreads threads
+  // (Collection.searchMany): a search is synchronous and holds the event loop, so without this one core served them
+  // all, one after another. Filtered searches and those without a dense vector are answered at once.
+  const searchThreads = collectionOpts.searchThreads ?? 1
+  const searchedThisTurn = new Set<Collection>()
+  interface WaitingSearch {
+    kbId: string
+    query: VectorQuery
+    resolve(r: { dense: VectorHit[]; sparse: VectorHit[] }): void
+    reject(err: unknown): void
+  }
+  const waiting = new Map<Collection, WaitingSearch[]>()
+  let turnEnd: NodeJS.Immediate | null = null
+  const endTurn = () => {
+    turnEnd = null
+    searchedThisTurn.clear()
+    const batches = [...waiting]
+    waiting.clear()
+    for (const [c, batch] of batches) {
+      // A KB dropped meanwhile has nothing to find, as a search of a KB without a collection; a closed store refuses.
+      if (closed) {
+        for (const w of batch) w.reject(serviceUnavailable('The embedded vector store is closed'))
+        continue
+      }
+      if (collections.get(batch[0].kbId) !== c) {
+        for (const w of batch) w.resolve({ dense: [], sparse: [] })
+        continue
+      }
+      const results = c.searchMany(batch.map((w) => w.query), searchThreads)
+      for (const [i, w] of batch.entries()) {
+        const r = results[i]
+        if (r instanceof Error) w.reject(r)
+        else w.resolve(r)
+      }
+    }
+  }
+
   const each = async (kbId: string | undefined, fn: (c: Collection) => Promise<void>) => {
     if (kbId !== undefined) {
       const c = await get(kbId)
@@ -329,6 +377,19 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
     async search(kbId, query: VectorQuery): Promise<{ dense: VectorHit[]; sparse: VectorHit[] }> {
       const c = collections.get(kbId) ?? (await get(kbId))
       if (c === null) return { dense: [], sparse: [] }
+      if (searchThreads > 1) {
+        if (query.dense !== undefined && query.filter === undefined && searchedThisTurn.has(c)) {
+          return new Promise((resolve, reject) => {
+            let batch = waiting.get(c)
+            if (batch === undefined) waiting.set(c, (batch = []))
+            // Read now, as a search answered at once reads it: the caller may reuse its arrays once this returns.
+            const sparse = query.sparse && { indices: query.sparse.indices.slice(), values: query.sparse.values.slice() }
+            batch.push({ kbId, query: { ...query, dense: query.dense!.slice(), sparse }, resolve, reject })
+          })
+        }
+        searchedThisTurn.add(c)
+        turnEnd ??= setImmediate(endTurn)
+      }
       return c.search(query)
     },
 

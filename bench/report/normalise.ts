@@ -341,6 +341,17 @@ function search(raw: unknown): Normalised {
     const share = num(low, `${name}.outside_index_share.p50_based`) ?? (e2e !== undefined && index !== undefined ? 1 - index / e2e : undefined)
     add(`${name}: share of the p50 outside the index (1 conn.)`, share === undefined ? undefined : round(share * 100, 2), null,
       { unit: '%', higher_is_better: false, target: T.outside_index_max_share * 100, target_at: `at ${count(T.outside_index_at_chunks)} chunks`, judged: atChunks })
+    // its ceiling in the same run: bare uWS doing the store's work for the same requests
+    const ceiling = `${name}.outside_index_share.ceiling_bare_store`
+    const ceilingShare = num(low, `${ceiling}.p50_based`)
+    const ceilingMs = num(low, `${ceiling}.outside_p50_ms`)
+    const moreMs = num(low, `${ceiling}.service_over_ceiling_outside_ms`)
+    if (ceilingShare !== undefined) {
+      add(`${name}: ceiling, bare uWS doing the store's work: share of the p50 outside the index (1 conn.)`, round(ceilingShare * 100, 2), null, { unit: '%', higher_is_better: false })
+    }
+    if (ceilingMs !== undefined && moreMs !== undefined) {
+      add(`${name}: time outside the index, p50 (1 conn.)`, round(ceilingMs + moreMs, 3), ceilingMs, { unit: 'ms', higher_is_better: false, baseline_name: "bare uWS doing the store's work" })
+    }
   }
   if (Object.keys(low).length > 0 && !atChunks) {
     notes.push(`the share outside the index is judged at ${count(T.outside_index_at_chunks)} chunks (full mode); this run had ${chunks === undefined ? 'an unknown number' : count(chunks)}`)

@@ -75,6 +75,89 @@ describe('embedded vector store: one query over several KBs', () => {
   })
 })
 
+describe('embedded vector store: searches of one KB that meet in a turn', () => {
+  const ids = (hits: { id: string; score: number }[]) => hits.map((h) => `${h.id} ${h.score}`)
+  const turn = () => new Promise((r) => setImmediate(r))
+
+  for (const quantization of ['i8', 'f32'] as const) {
+    it(`answers each as it is answered alone, the graph searched for the unfiltered ones in one batch (${quantization})`, async (t) => {
+      const dims = 48
+      // Built from nothing by the background insertion with one thread (indexThreads), through many growths of the
+      // graph: a batch searched by two threads needs the graph to hold two search contexts.
+      const store = await open(await tempDir(t), { exactBudget: 0, dimensions: dims, quantization, searchThreads: 2, indexThreads: 1 })
+      t.after(() => store.close())
+      const points = randomPoints('kb', 600, 7, dims)
+      for (let i = 0; i < points.length; i += 50) await store.upsert('kb', points.slice(i, i + 50))
+      await store.whenIndexed('kb')
+      const r = rng(8)
+      const vec = () => Float32Array.from({ length: dims }, () => r() * 2 - 1)
+      const filter: VectorFilter = { docIds: ['doc1', 'doc2', 'doc3'] }
+      const queries = [
+        { dense: vec(), limit: 10 },
+        { dense: vec(), limit: 10, rankOnly: true },
+        { dense: vec(), limit: 5, effort: 0.3 },
+        { dense: vec(), limit: 10, filter },
+        { dense: vec(), limit: 10, sparse: sparse([[3, 1.5], [7, 0.4]]) },
+        { dense: vec(), limit: 10, rankOnly: true, effort: 0.5 },
+        { sparse: sparse([[2, 1]]), limit: 10 },
+      ]
+      const alone: string[][] = []
+      for (const q of queries) {
+        await turn()
+        const x = await store.search('kb', q)
+        alone.push([...ids(x.dense), '|', ...ids(x.sparse)])
+      }
+      const before = (await store.stats('kb'))!.batchedSearches
+      await turn()
+      const together = await Promise.all(queries.map((q) => store.search('kb', q)))
+      assert.deepEqual(together.map((x) => [...ids(x.dense), '|', ...ids(x.sparse)]), alone)
+      assert.ok(alone.every((x) => x.length > 1), 'every search found something')
+      // The first is answered at once; the filtered one and the one without a dense vector too. The four others wait
+      // for the end of the turn and take their graph search from one batch.
+      assert.equal((await store.stats('kb'))!.batchedSearches - before, 4)
+    })
+  }
+
+  it('answers a KB dropped while its searches waited with nothing, and refuses them once the store closed', async (t) => {
+    const dims = 16
+    const store = await open(await tempDir(t), { exactBudget: 0, dimensions: dims, searchThreads: 2 })
+    await store.upsert('ka', randomPoints('ka', 200, 3, dims))
+    await store.upsert('kb', randomPoints('kb', 200, 4, dims))
+    await store.whenIndexed()
+    const q = { dense: Float32Array.from({ length: dims }, (_, i) => i - 8), limit: 5 }
+    await turn()
+    const first = store.search('ka', q)
+    const waiting = [store.search('ka', q), store.search('ka', q)]
+    const dropped = store.dropCollection('ka')
+    assert.equal((await first).dense.length, 5)
+    await dropped
+    for (const w of waiting) assert.deepEqual(await w, { dense: [], sparse: [] })
+    await turn()
+    const now = store.search('kb', q)
+    const later = [store.search('kb', q), store.search('kb', q)]
+    assert.equal((await now).dense.length, 5)
+    const refused = later.map((w) => assert.rejects(w, /closed/))
+    await store.close()
+    await Promise.all(refused)
+  })
+
+  it('reads a waiting search\'s query when it is made: the caller may reuse its array at once', async (t) => {
+    const dims = 16
+    const store = await open(await tempDir(t), { exactBudget: 0, dimensions: dims, searchThreads: 2 })
+    t.after(() => store.close())
+    const points = randomPoints('kb', 200, 5, dims)
+    await store.upsert('kb', points)
+    await store.whenIndexed()
+    const shared = Float32Array.from(points[10].dense)
+    await turn()
+    const a = store.search('kb', { dense: shared, limit: 1 })
+    const b = store.search('kb', { dense: shared, limit: 1 })
+    shared.set(points[20].dense)
+    const c = store.search('kb', { dense: shared, limit: 1 })
+    assert.deepEqual([(await a).dense[0].id, (await b).dense[0].id, (await c).dense[0].id], [points[10].payload.chunk_id, points[10].payload.chunk_id, points[20].payload.chunk_id])
+  })
+})
+
 async function tempDir(t: TestContext | null, prefix = 'quarry-vectors-'): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), prefix))
   t?.after(() => fs.rm(dir, { recursive: true, force: true }))
