@@ -196,6 +196,11 @@ export class Collection {
     return out
   }
 
+  /** Whether an unfiltered dense search searches the graph now (searchMany shares that work; an exact scan it does not). */
+  get searchesGraph(): boolean {
+    return this.dense.searchesGraph
+  }
+
   /**
    * Several searches, each answered as search() answers it alone: the graph searched for all the unfiltered ones in
    * one native call over `threads` threads (DenseIndex.prefetchGraph), then each finished in turn. A search that

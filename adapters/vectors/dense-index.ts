@@ -331,7 +331,7 @@ export class DenseIndex {
    * null when search() would not search the graph (nothing live, a collection small enough to scan, no graph yet).
    */
   private graphAsked(k: number, effort: number): number | null {
-    if (this.liveCount === 0 || k <= 0 || this.rowsEnd * this.dims <= this.opts.exactBudget || this.graphCount === 0) return null
+    if (this.liveCount === 0 || !(k > 0) || this.rowsEnd * this.dims <= this.opts.exactBudget || this.graphCount === 0) return null
     const ef = Math.max(k, Math.ceil(this.opts.expansionSearch * Math.min(1, effort > 0 ? effort : 1)))
     return Math.min(this.graphCount, ef)
   }
@@ -382,6 +382,11 @@ export class DenseIndex {
   private prefetched: PrefetchedGraph | null = null
   /** Searches that took their graph search from a batch (prefetchGraph). */
   batchedSearches = 0
+
+  /** Whether an unfiltered search now searches the graph (not an exact scan): what a batch of searches shares. */
+  get searchesGraph(): boolean {
+    return this.graphAsked(1, 1) !== null
+  }
 
   /** Makes `p` (from prefetchGraph) the graph result of the next search(), which uses it if it is for that search. */
   usePrefetched(p: PrefetchedGraph | null): void {
@@ -859,21 +864,25 @@ export class DenseIndex {
       vectors = this.scratchI8.subarray(0, n * d)
     }
     const started = performance.now()
+    const added = { rows: 0 }
     try {
-      this.addToGraph(this.scratchKeys.subarray(0, n), vectors, n)
+      this.addToGraph(this.scratchKeys.subarray(0, n), vectors, n, added)
     } catch (err) {
-      // The rows stay searchable by the exact scan of waiting rows; graph building stops for good.
-      for (let i = 0; i < n; i++) {
+      // The rows of the adds that went through are in the graph; the others stay searchable by the exact scan of
+      // waiting rows. Graph building stops for good.
+      for (let i = added.rows; i < n; i++) {
         const row = Number(this.scratchKeys[i])
         this.inGraph[row] = 0
         this.waiting[row] = 1
       }
       this.compactQueue()
-      for (let i = 0; i < n; i++) this.queue[this.queueTail++] = Number(this.scratchKeys[i])
+      for (let i = added.rows; i < n; i++) this.queue[this.queueTail++] = Number(this.scratchKeys[i])
+      this.pendingCount -= added.rows
+      this.graphCount += added.rows
       this.failure = err
       this.opts.log?.warn({ err }, 'vector graph insertion failed; new points are found by exact scan from now on')
       this.stop()
-      return 0
+      return added.rows
     }
     const perVector = (performance.now() - started) / n
     // Smoothed, so that one slow slice (a busy machine) does not collapse the next batch to one row.
@@ -884,27 +893,31 @@ export class DenseIndex {
   }
 
   /**
-   * Adds n rows to the graph with indexThreads threads, leaving it able to serve searchThreads searches at once.
-   * usearch grows a graph when an add would fill it (size + rows >= capacity, to ceil2(size + rows)), and then gives
-   * it as many search contexts as that add has threads: with indexThreads 1 a batch searched by two threads failed
-   * ("Reserve capacity ahead of searches!"). So an add that would grow the graph is made one row long with
-   * searchThreads threads (a single row is inserted by one thread whatever the count), and the rows before and after
-   * it are added with indexThreads without growing it.
+   * Adds n rows to the graph with indexThreads threads, leaving it able to serve searchThreads searches at once;
+   * `added.rows` counts the rows of the adds that went through (all n unless one throws).
+   * usearch reserves room before an add that would fill the graph (size + rows >= capacity: to ceil2(size + rows),
+   * which at a power of two is the same size) and gives the graph as many search contexts as that add has threads
+   * (loading a graph gives it as many as the machine has cores). With indexThreads 1 a batch searched by two threads
+   * failed ("Reserve capacity ahead of searches!"). So an add that reserves is made one row long with searchThreads
+   * threads (a single row is inserted by one thread whatever the count), and the other rows are added with
+   * indexThreads in adds that reserve nothing.
    */
-  private addToGraph(keys: BigUint64Array, vectors: Float32Array | Int8Array, n: number): void {
+  private addToGraph(keys: BigUint64Array, vectors: Float32Array | Int8Array, n: number, added: { rows: number }): void {
     const t = this.opts.indexThreads
     const wide = Math.max(t, this.opts.searchThreads ?? 1)
     if (wide === t) {
       this.hnsw.add(keys, vectors, t)
+      added.rows = n
       return
     }
     const d = this.dims
-    for (let i = 0; i < n;) {
-      // Rows an add takes without growing the graph.
+    while (added.rows < n) {
+      const i = added.rows
+      // Rows an add takes without reserving.
       const room = this.hnsw.capacity() - this.hnsw.size() - 1
       const m = room >= n - i ? n - i : room > 0 ? room : 1
       this.hnsw.add(keys.subarray(i, i + m), vectors.subarray(i * d, (i + m) * d), room > 0 ? t : wide)
-      i += m
+      added.rows += m
     }
   }
 

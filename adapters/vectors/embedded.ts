@@ -291,7 +291,8 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
   // first is answered at once, as a search alone always is; the others of that KB wait for the end of the turn's
   // I/O (setImmediate) and then search the graph in one native call over searchThreads threads
   // (Collection.searchMany): a search is synchronous and holds the event loop, so without this one core served them
-  // all, one after another. Filtered searches and those without a dense vector are answered at once.
+  // all, one after another. Only unfiltered dense searches of a KB whose dense search is a graph search take part
+  // (a filtered one, one without a dense vector, and any search of a KB small enough to scan are answered at once).
   const searchThreads = collectionOpts.searchThreads ?? 1
   const searchedThisTurn = new Set<Collection>()
   interface WaitingSearch {
@@ -317,7 +318,14 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
         for (const w of batch) w.resolve({ dense: [], sparse: [] })
         continue
       }
-      const results = c.searchMany(batch.map((w) => w.query), searchThreads)
+      let results: ReturnType<Collection['searchMany']>
+      try {
+        results = c.searchMany(batch.map((w) => w.query), searchThreads)
+      } catch (err) {
+        // searchMany gives each search's own error in its place; this is the batch's (memory): every search has it.
+        for (const w of batch) w.reject(err)
+        continue
+      }
       for (const [i, w] of batch.entries()) {
         const r = results[i]
         if (r instanceof Error) w.reject(r)
@@ -377,8 +385,8 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
     async search(kbId, query: VectorQuery): Promise<{ dense: VectorHit[]; sparse: VectorHit[] }> {
       const c = collections.get(kbId) ?? (await get(kbId))
       if (c === null) return { dense: [], sparse: [] }
-      if (searchThreads > 1) {
-        if (query.dense !== undefined && query.filter === undefined && searchedThisTurn.has(c)) {
+      if (searchThreads > 1 && query.dense !== undefined && query.filter === undefined && c.searchesGraph) {
+        if (searchedThisTurn.has(c)) {
           return new Promise((resolve, reject) => {
             let batch = waiting.get(c)
             if (batch === undefined) waiting.set(c, (batch = []))

@@ -10,7 +10,7 @@ import { createInterface } from 'node:readline'
 import { after, describe, it, type TestContext } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { createEmbeddedVectorStore, type EmbeddedVectorStore, type EmbeddedVectorStoreOptions } from '../../adapters/vectors/embedded.ts'
-import { defaultQuantization, GRAPH_FORMAT, quantizeI8, SEGMENT_ROWS } from '../../adapters/vectors/dense-index.ts'
+import { defaultQuantization, DenseIndex, GRAPH_FORMAT, quantizeI8, SEGMENT_ROWS } from '../../adapters/vectors/dense-index.ts'
 import { rescoredRows } from '../../adapters/vectors/rescore.ts'
 import { SparseIndex } from '../../adapters/vectors/sparse-index.ts'
 import { postingSections } from '../../adapters/vectors/snapshot.ts'
@@ -117,6 +117,35 @@ describe('embedded vector store: searches of one KB that meet in a turn', () => 
       assert.equal((await store.stats('kb'))!.batchedSearches - before, 4)
     })
   }
+
+  it('keeps in the graph the rows of the adds that went through when a later add of the slice fails', async (t) => {
+    const dims = 8
+    const index = new DenseIndex((await import('usearch')).default, {
+      dimensions: dims, quantization: 'i8', connectivity: 16, expansionAdd: 64, expansionSearch: 64, exactBudget: 0,
+      filterScanBudget: 0, filterGraphCost: 3, indexThreads: 1, searchThreads: 2, indexSliceMs: 1000,
+    })
+    t.after(() => index.stop())
+    const r = rng(11)
+    const rows = Array.from({ length: 40 }, () => Float32Array.from({ length: dims }, () => r() * 2 - 1))
+    for (const [row, v] of rows.entries()) index.set(row, v)
+    // The graph grows from nothing in one-row adds (addToGraph): the third fails, as a reserve that runs out of memory.
+    const graph = (index as unknown as { hnsw: { add(...a: unknown[]): void } }).hnsw
+    const add = graph.add.bind(graph)
+    let calls = 0
+    Object.defineProperty(graph, 'add', {
+      value: (...a: unknown[]) => {
+        if (++calls === 3) throw new Error('Failed to reserve memory')
+        add(...a)
+      },
+    })
+    assert.equal(index.indexSlice(), 2)
+    assert.deepEqual([index.graphCount, index.pendingCount, String(index.failure)], [2, 38, 'Error: Failed to reserve memory'])
+    // Every row is found once: the two in the graph are not also scanned as waiting rows.
+    const found = index.search(rows[0], 40)
+    assert.equal(new Set(found.rows).size, found.rows.length)
+    assert.equal(found.rows.length, 40)
+    assert.equal(found.rows[0], 0)
+  })
 
   it('answers a KB dropped while its searches waited with nothing, and refuses them once the store closed', async (t) => {
     const dims = 16
