@@ -178,9 +178,14 @@ class PreparedQuery {
   /** The query's Euclidean norm. */
   norm = 0
 
+  /** Whether q has the bytes of the query prepared now. */
+  holds(q: Float32Array): boolean {
+    return this.bytes.equals(Buffer.from(q.buffer, q.byteOffset, q.byteLength))
+  }
+
   /** Makes q the query of the search under way (its copy owns its buffer, as usearch's exactSearch needs). */
   use(q: Float32Array): Float32Array {
-    if (!this.bytes.equals(Buffer.from(q.buffer, q.byteOffset, q.byteLength))) {
+    if (!this.holds(q)) {
       if (this.q.length !== q.length) {
         this.q = new Float32Array(q.length)
         this.bytes = Buffer.from(this.q.buffer)
@@ -240,9 +245,6 @@ export function quantizeI8(src: Float32Array, d: number, out: Int8Array): void {
     for (let i = from; i < from + d; i++) out[i] = Math.round(src[i] * scale)
   }
 }
-
-const sameBytes = (a: Float32Array, b: Float32Array): boolean =>
-  a.length === b.length && Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength))
 
 /** One query's graph search made ahead, in a batch (DenseIndex.prefetchGraph). */
 export interface PrefetchedGraph {
@@ -353,9 +355,9 @@ export class DenseIndex {
       group.push(i)
     }
     const d = this.dims
+    // The queries as search() hands them to the graph (graphQuery): quantizeI8's copies for an i8 graph.
+    const i8 = this.opts.quantization === 'i8'
     for (const [asked, group] of byAsked) {
-      // The queries as search() hands them to the graph (graphQuery): quantizeI8's copies for an i8 graph.
-      const i8 = this.opts.quantization === 'i8'
       const batch = i8 ? new Int8Array(group.length * d) : new Float32Array(group.length * d)
       for (const [j, i] of group.entries()) {
         const q = queries[i]!.q
@@ -693,7 +695,7 @@ export class DenseIndex {
     const asked = this.graphAsked(k, effort)
     if (asked !== null) {
       // A result prefetched for this query (the same bytes: the caller's array may have changed since) and this list.
-      const batched = pre !== null && pre.asked === asked && sameBytes(pre.query, q)
+      const batched = pre !== null && pre.asked === asked && prepared.holds(pre.query)
       if (batched) this.batchedSearches++
       const m = batched ? pre : this.graphSearch(this.graphQuery(q), asked)
       const keys = m.keys

@@ -296,7 +296,6 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
   const searchThreads = collectionOpts.searchThreads ?? 1
   const searchedThisTurn = new Set<Collection>()
   interface WaitingSearch {
-    kbId: string
     query: VectorQuery
     resolve(r: { dense: VectorHit[]; sparse: VectorHit[] }): void
     reject(err: unknown): void
@@ -314,7 +313,7 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
         for (const w of batch) w.reject(serviceUnavailable('The embedded vector store is closed'))
         continue
       }
-      if (collections.get(batch[0].kbId) !== c) {
+      if (collections.get(c.kbId) !== c) {
         for (const w of batch) w.resolve({ dense: [], sparse: [] })
         continue
       }
@@ -392,7 +391,7 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
             if (batch === undefined) waiting.set(c, (batch = []))
             // Read now, as a search answered at once reads it: the caller may reuse its arrays once this returns.
             const sparse = query.sparse && { indices: query.sparse.indices.slice(), values: query.sparse.values.slice() }
-            batch.push({ kbId, query: { ...query, dense: query.dense!.slice(), sparse }, resolve, reject })
+            batch.push({ query: { ...query, dense: query.dense!.slice(), sparse }, resolve, reject })
           })
         }
         searchedThisTurn.add(c)
