@@ -16,7 +16,7 @@ import { promises as fs } from 'node:fs'
 import { join } from 'node:path'
 import { serviceUnavailable } from '../../kernel/errors.ts'
 import type { ChunkPayload, VectorHit, VectorPoint, VectorQuery } from '../ports.ts'
-import { DenseIndex, GRAPH_FORMAT, type DenseIndexOptions, type HnswParams, type Usearch } from './dense-index.ts'
+import { DenseIndex, GRAPH_FORMAT, type DenseIndexOptions, type HnswParams, type PrefetchedGraph, type Usearch } from './dense-index.ts'
 import { PayloadTable } from './payloads.ts'
 import { dimensionMismatch, invalidPoint, pointProblem } from './errors.ts'
 import { checkFilter, selectRows, type RowSet } from './filter.ts'
@@ -196,28 +196,31 @@ export class Collection {
     return out
   }
 
-  /** Whether an unfiltered dense search searches the graph now (searchMany shares that work; an exact scan it does not). */
+  /** Whether an unfiltered dense search searches the graph now (prefetch shares that work; an exact scan it does not). */
   get searchesGraph(): boolean {
     return this.dense.searchesGraph
   }
 
   /**
-   * Several searches, each answered as search() answers it alone: the graph searched for all the unfiltered ones in
-   * one native call over `threads` threads (DenseIndex.prefetchGraph), then each finished in turn. A search that
-   * fails gives its error in its place.
+   * Several searches answered together, the first step: the graph searched for the unfiltered dense ones of `queries`
+   * in one native call over `threads` threads (DenseIndex.prefetchGraph; `quantized` as it says), each query's result
+   * in its place (null: none). Then searchPrefetched answers each as search() answers it alone. Throws when the batch
+   * fails as a whole.
    */
-  searchMany(queries: readonly VectorQuery[], threads: number): ({ dense: VectorHit[]; sparse: VectorHit[] } | Error)[] {
-    const pre = this.dense.prefetchGraph(queries.map((q) => (q.dense !== undefined && q.filter === undefined ? { q: q.dense, k: q.limit, effort: q.effort } : null)), threads)
-    return queries.map((q, i) => {
-      this.dense.usePrefetched(pre[i])
-      try {
-        return this.search(q)
-      } catch (err) {
-        return err instanceof Error ? err : new Error(String(err))
-      } finally {
-        this.dense.usePrefetched(null)
-      }
-    })
+  prefetch(queries: readonly VectorQuery[], threads: number, quantized?: Map<Float32Array, Int8Array>): (PrefetchedGraph | null)[] {
+    return this.dense.prefetchGraph(queries.map((q) => (q.dense !== undefined && q.filter === undefined ? { q: q.dense, k: q.limit, effort: q.effort } : null)), threads, quantized)
+  }
+
+  /** search(query) with `pre` (from prefetch, for this query) as its graph search; its error, if it fails, returned. */
+  searchPrefetched(query: VectorQuery, pre: PrefetchedGraph | null): { dense: VectorHit[]; sparse: VectorHit[] } | Error {
+    this.dense.usePrefetched(pre)
+    try {
+      return this.search(query)
+    } catch (err) {
+      return err instanceof Error ? err : new Error(String(err))
+    } finally {
+      this.dense.usePrefetched(null)
+    }
   }
 
   private hits(rows: Int32Array, scores: Float64Array): VectorHit[] {

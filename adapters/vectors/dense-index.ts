@@ -343,8 +343,10 @@ export class DenseIndex {
    * queries among them; each query's search is the one it would get alone: same candidates, same distances). Each
    * query whose search() would search the graph unfiltered gets its result, in the order given; the others null.
    * search() takes such a result in place of its own graph search when it is made the next one (usePrefetched).
+   * quantized: i8 copies of queries already made (an i8 graph), by query array, added to here; for arrays no one
+   * changes while it is kept (the store's own copies of the queries of a turn, which every KB of a request shares).
    */
-  prefetchGraph(queries: readonly ({ q: Float32Array; k: number; effort?: number } | null)[], threads: number): (PrefetchedGraph | null)[] {
+  prefetchGraph(queries: readonly ({ q: Float32Array; k: number; effort?: number } | null)[], threads: number, quantized?: Map<Float32Array, Int8Array>): (PrefetchedGraph | null)[] {
     const out: (PrefetchedGraph | null)[] = queries.map(() => null)
     const byAsked = new Map<number, number[]>()
     for (const [i, x] of queries.entries()) {
@@ -361,8 +363,17 @@ export class DenseIndex {
       const batch = i8 ? new Int8Array(group.length * d) : new Float32Array(group.length * d)
       for (const [j, i] of group.entries()) {
         const q = queries[i]!.q
-        if (i8) quantizeI8(q, d, (batch as Int8Array).subarray(j * d, (j + 1) * d))
-        else (batch as Float32Array).set(q, j * d)
+        if (!i8) (batch as Float32Array).set(q, j * d)
+        else if (quantized === undefined) quantizeI8(q, d, (batch as Int8Array).subarray(j * d, (j + 1) * d))
+        else {
+          let qi8 = quantized.get(q)
+          if (qi8 === undefined) {
+            qi8 = new Int8Array(d)
+            quantizeI8(q, d, qi8)
+            quantized.set(q, qi8)
+          }
+          ;(batch as Int8Array).set(qi8, j * d)
+        }
       }
       let found: ReturnType<NativeIndex['search']>
       try {

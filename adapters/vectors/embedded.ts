@@ -6,11 +6,15 @@ import { promises as fs } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { join, resolve } from 'node:path'
 import { AppError, serviceUnavailable } from '../../kernel/errors.ts'
-import type { VectorHit, VectorPoint, VectorQuery, VectorStore } from '../ports.ts'
+import type { SparseVector, VectorHit, VectorPoint, VectorQuery, VectorStore } from '../ports.ts'
 import { Collection, type CollectionOptions } from './collection.ts'
-import { defaultQuantization, SEGMENT_ROWS, type Quantization, type Usearch } from './dense-index.ts'
+import { defaultQuantization, SEGMENT_ROWS, type PrefetchedGraph, type Quantization, type Usearch } from './dense-index.ts'
 import { checkKbId, dimensionMismatch } from './errors.ts'
 import { describeHolder, FolderLockedError, lockFolder } from '../lock.ts'
+
+/** Whether two arrays hold the same bytes (memcmp). */
+const sameBytes = (a: ArrayBufferView, b: ArrayBufferView): boolean =>
+  a.byteLength === b.byteLength && Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength))
 
 export interface EmbeddedVectorStoreOptions {
   /** Root folder; one sub-folder per KB. Created when missing. */
@@ -290,9 +294,12 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
   // Searches of one KB that meet in one turn of the event loop (concurrent requests) are answered together. The
   // first is answered at once, as a search alone always is; the others of that KB wait for the end of the turn's
   // I/O (setImmediate) and then search the graph in one native call over searchThreads threads
-  // (Collection.searchMany): a search is synchronous and holds the event loop, so without this one core served them
+  // (Collection.prefetch): a search is synchronous and holds the event loop, so without this one core served them
   // all, one after another. Only unfiltered dense searches of a KB whose dense search is a graph search take part
   // (a filtered one, one without a dense vector, and any search of a KB small enough to scan are answered at once).
+  // A request over several KBs hands each the same query: its searches that wait share one copy of it and one i8
+  // copy for the graphs, and are finished one query after another (the dense index prepares a query once for a run
+  // of searches with it: its norm, its copy).
   const searchThreads = collectionOpts.searchThreads ?? 1
   const searchedThisTurn = new Set<Collection>()
   interface WaitingSearch {
@@ -301,12 +308,36 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
     reject(err: unknown): void
   }
   const waiting = new Map<Collection, WaitingSearch[]>()
+  // The store's copies of the waiting queries, by the caller's arrays; a copy is reused only for the same bytes (a
+  // caller may put another query in an array between two searches).
+  const turnDense = new Map<Float32Array, Float32Array>()
+  const turnSparse = new Map<SparseVector, SparseVector>()
+  const copyDense = (q: Float32Array): Float32Array => {
+    const c = turnDense.get(q)
+    if (c !== undefined && sameBytes(c, q)) return c
+    const copy = q.slice()
+    turnDense.set(q, copy)
+    return copy
+  }
+  const copySparse = (v: SparseVector): SparseVector => {
+    const c = turnSparse.get(v)
+    if (c !== undefined && sameBytes(c.indices, v.indices) && sameBytes(c.values, v.values)) return c
+    const copy = { indices: v.indices.slice(), values: v.values.slice() }
+    turnSparse.set(v, copy)
+    return copy
+  }
   let turnEnd: NodeJS.Immediate | null = null
   const endTurn = () => {
     turnEnd = null
     searchedThisTurn.clear()
+    turnDense.clear()
+    turnSparse.clear()
     const batches = [...waiting]
     waiting.clear()
+    // The graphs searched, KB by KB; the i8 copies of the queries made once for all of them.
+    const quantized = new Map<Float32Array, Int8Array>()
+    const toFinish: { c: Collection; w: WaitingSearch; pre: PrefetchedGraph | null; order: number }[] = []
+    const order = new Map<Float32Array, number>()
     for (const [c, batch] of batches) {
       // A KB dropped meanwhile has nothing to find, as a search of a KB without a collection; a closed store refuses.
       if (closed) {
@@ -317,19 +348,27 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
         for (const w of batch) w.resolve({ dense: [], sparse: [] })
         continue
       }
-      let results: ReturnType<Collection['searchMany']>
+      let pre: (PrefetchedGraph | null)[]
       try {
-        results = c.searchMany(batch.map((w) => w.query), searchThreads)
+        pre = c.prefetch(batch.map((w) => w.query), searchThreads, quantized)
       } catch (err) {
-        // searchMany gives each search's own error in its place; this is the batch's (memory): every search has it.
+        // The batch's own error (memory): every search of it has it.
         for (const w of batch) w.reject(err)
         continue
       }
       for (const [i, w] of batch.entries()) {
-        const r = results[i]
-        if (r instanceof Error) w.reject(r)
-        else w.resolve(r)
+        const q = w.query.dense!
+        let o = order.get(q)
+        if (o === undefined) order.set(q, (o = order.size))
+        toFinish.push({ c, w, pre: pre[i], order: o })
       }
+    }
+    // One query after another (stable: KBs in their order within a query).
+    toFinish.sort((a, b) => a.order - b.order)
+    for (const { c, w, pre } of toFinish) {
+      const r = c.searchPrefetched(w.query, pre)
+      if (r instanceof Error) w.reject(r)
+      else w.resolve(r)
     }
   }
 
@@ -390,8 +429,7 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
             let batch = waiting.get(c)
             if (batch === undefined) waiting.set(c, (batch = []))
             // Read now, as a search answered at once reads it: the caller may reuse its arrays once this returns.
-            const sparse = query.sparse && { indices: query.sparse.indices.slice(), values: query.sparse.values.slice() }
-            batch.push({ query: { ...query, dense: query.dense!.slice(), sparse }, resolve, reject })
+            batch.push({ query: { ...query, dense: copyDense(query.dense!), sparse: query.sparse && copySparse(query.sparse) }, resolve, reject })
           })
         }
         searchedThisTurn.add(c)

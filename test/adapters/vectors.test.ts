@@ -118,6 +118,41 @@ describe('embedded vector store: searches of one KB that meet in a turn', () => 
     })
   }
 
+  it('answers the searches of requests over several KBs that meet in a turn as each alone (one query, its KBs)', async (t) => {
+    const dims = 32
+    const store = await open(await tempDir(t), { exactBudget: 0, dimensions: dims, searchThreads: 2 })
+    t.after(() => store.close())
+    const kbs = ['k0', 'k1', 'k2']
+    for (const [i, kb] of kbs.entries()) await store.upsert(kb, randomPoints(kb, 300, 20 + i, dims))
+    await store.whenIndexed()
+    const r = rng(9)
+    const vec = () => Float32Array.from({ length: dims }, () => r() * 2 - 1)
+    // Requests as the search service makes them: one query (its arrays) for each of its KBs, some in hybrid.
+    const requests = Array.from({ length: 5 }, (_, i) => ({ dense: vec(), limit: 6, effort: 1 / 3, rankOnly: i % 2 === 1, sparse: i % 2 === 1 ? sparse([[i, 1], [i + 5, 0.5]]) : undefined }))
+    const alone: string[][] = []
+    for (const q of requests) {
+      for (const kb of kbs) {
+        await turn()
+        const x = await store.search(kb, q)
+        alone.push([...ids(x.dense), '|', ...ids(x.sparse)])
+      }
+    }
+    // One request's array reused for the next query while the first one's searches wait: each gets its own query.
+    const reused = Float32Array.from(requests[0].dense)
+    const before = await Promise.all(kbs.map(async (kb) => (await store.stats(kb))!.batchedSearches))
+    await turn()
+    const pending = requests.flatMap((q, i) => kbs.map((kb) => store.search(kb, i === 0 ? { ...q, dense: reused } : q)))
+    reused.set(requests[1].dense)
+    const extra = kbs.map((kb) => store.search(kb, { ...requests[1], dense: reused }))
+    const together = await Promise.all(pending)
+    assert.deepEqual(together.map((x) => [...ids(x.dense), '|', ...ids(x.sparse)]), alone)
+    assert.deepEqual((await Promise.all(extra)).map((x) => [...ids(x.dense), '|', ...ids(x.sparse)]), alone.slice(3, 6))
+    assert.ok(alone.every((x) => x.length > 2), 'every search found something')
+    // The first request is answered at once; the four others and the reused array's wait, in each KB.
+    const after = await Promise.all(kbs.map(async (kb) => (await store.stats(kb))!.batchedSearches))
+    assert.deepEqual(after.map((n, i) => n - before[i]), [5, 5, 5])
+  })
+
   it('keeps in the graph the rows of the adds that went through when a later add of the slice fails', async (t) => {
     const dims = 8
     const index = new DenseIndex((await import('usearch')).default, {
