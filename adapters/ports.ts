@@ -174,6 +174,13 @@ export interface VectorStore {
   deleteByDoc(kbId: string, docId: string): Promise<number>
   /** Dense and sparse candidate lists, each best first; an absent collection answers empty lists. */
   search(kbId: string, query: VectorQuery): Promise<{ dense: VectorHit[]; sparse: VectorHit[] }>
+  /**
+   * Exact dense scores for hits of an earlier rank-only search of this KB, in their order: what a search that is not
+   * rank-only scores them. NaN for a hit whose chunk has left the KB since; all NaN for an absent collection. Only a
+   * store whose rank-only scores are approximate has it (similarity over several KBs searches rank-only, then
+   * rescores the best of all KBs' candidates: plugins/search/service.ts rescoreAcrossKbs).
+   */
+  rescore?(kbId: string, dense: Float32Array, hits: readonly VectorHit[]): Promise<Float64Array>
   /** Dense vectors of one document's chunks, in chunk order (dedup stage 3). */
   docVectors(kbId: string, docId: string): Promise<Float32Array[]>
   /**

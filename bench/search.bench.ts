@@ -49,7 +49,7 @@ import { resolveSettings } from '../kernel/config/load.ts'
 import { createLogger } from '../kernel/log.ts'
 import { defaultPlugins } from '../kernel/plugins.ts'
 import { cacheKey, createCachedSearch, finish, serialise, settingsFingerprint, type CachedSearch } from '../plugins/search/cache.ts'
-import type { SearchService } from '../plugins/search/service.ts'
+import { rescoreAcrossKbs, type SearchService } from '../plugins/search/service.ts'
 import { inKbFusionK, storeLimit } from '../plugins/search/fusion.ts'
 import { gateCache } from './search/cache-gate.ts'
 import { machine, median, percentile, round } from './lib/machine.ts'
@@ -170,9 +170,13 @@ async function direct(app: App, c: Case, query: string, topK: number): Promise<{
   const sparse = c.mode === 'hybrid' ? encodeQuery(query) : undefined
   const t1 = performance.now()
   // The same index work as the service's: hybrid asks for dense ranks only (no exact rescoring), and a KB among
-  // several for the ranks its fusion weighs.
-  const rankOnly = c.mode === 'hybrid'
-  await Promise.all(c.kbIds.map((kb, i) => app.adapters.vectors.search(kb, { dense, sparse, limit: limitFor(app, c.mode, topK, c.efforts?.[i]), effort: c.efforts?.[i], rankOnly })))
+  // several for the ranks its fusion weighs; similarity over several KBs asks for ranks, then has the best of all
+  // rescored (plugins/search/service.ts rescoreAcrossKbs).
+  const store = app.adapters.vectors
+  const twoSteps = c.mode === 'similarity' && c.kbIds.length > 1 && store.rescore !== undefined
+  const rankOnly = c.mode === 'hybrid' || twoSteps
+  const found = await Promise.all(c.kbIds.map((kb, i) => store.search(kb, { dense, sparse, limit: limitFor(app, c.mode, topK, c.efforts?.[i]), effort: c.efforts?.[i], rankOnly })))
+  if (twoSteps) await rescoreAcrossKbs(store, c.kbIds, found.map((f) => f.dense.map((hit) => ({ hit, score: hit.score }))), dense, topK, 0)
   return { prep: t1 - t0, index: performance.now() - t1 }
 }
 
@@ -234,15 +238,26 @@ function instrumentStore(store: VectorStore): { totalMs(): number; remove(): voi
   let total = 0
   let inFlight = 0
   let since = 0
-  store.search = async (kb, q) => {
+  const originalRescore = store.rescore
+  // A call of the store is timed from the first in flight to the last; a similarity search over several KBs calls
+  // rescore after its searches (rescoreAcrossKbs).
+  const timed = async <T>(call: () => Promise<T>): Promise<T> => {
     if (inFlight++ === 0) since = performance.now()
     try {
-      return await original.call(store, kb, q)
+      return await call()
     } finally {
       if (--inFlight === 0) total += performance.now() - since
     }
   }
-  return { totalMs: () => total, remove: () => void (store.search = original) }
+  store.search = (kb, q) => timed(() => original.call(store, kb, q))
+  if (originalRescore !== undefined) store.rescore = (kb, dense, hits) => timed(() => originalRescore.call(store, kb, dense, hits))
+  return {
+    totalMs: () => total,
+    remove: () => {
+      store.search = original
+      store.rescore = originalRescore
+    },
+  }
 }
 
 // ---- run ---------------------------------------------------------------------------------------------

@@ -223,6 +223,17 @@ export class Collection {
     }
   }
 
+  /**
+   * Exact scores of `dense` for hits of an earlier search of this collection (VectorStore.rescore): by their rows
+   * (VectorHit.key), NaN for a hit whose chunk has left its row since (deleted, or the row holds another chunk now).
+   */
+  rescore(dense: Float32Array, hits: readonly { id: string; key?: number }[]): Float64Array {
+    if (dense.length !== this.dims) throw dimensionMismatch(this.kbId, this.dims, dense.length)
+    const chunkIds = this.payloads.chunkIds
+    const rows = hits.map((h) => (h.key !== undefined && chunkIds[h.key] === h.id ? h.key : -1))
+    return this.dense.exactScores(dense, rows)
+  }
+
   private hits(rows: Int32Array, scores: Float64Array): VectorHit[] {
     const hits: VectorHit[] = new Array(rows.length)
     // Fresh payload objects, read lazily: callers decorate results, and the stored payload must not change.

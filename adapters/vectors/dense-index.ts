@@ -796,6 +796,21 @@ export class DenseIndex {
     return top.drain()
   }
 
+  /**
+   * The exact score (cosine) of q and each of `rows`, as an exact search scores them; NaN for a row not live. What a
+   * rank-only search's hits are worth exactly (Collection.rescore).
+   */
+  exactScores(q: Float32Array, rows: readonly number[]): Float64Array {
+    const out = new Float64Array(rows.length).fill(NaN)
+    q = prepared.use(q)
+    const qNorm = prepared.norm
+    for (let i = 0; i < rows.length; i++) {
+      const row = rows[i]
+      if (row >= 0 && row < this.rowsEnd && this.live[row] === 1) out[i] = this.cosine(qNorm, row)
+    }
+    return out
+  }
+
   /** Cosine of the search's query (queryDot.setQuery) and a row; qNorm is the query's norm. */
   private cosine(qNorm: number, row: number): number {
     const denom = qNorm * this.norms[row]

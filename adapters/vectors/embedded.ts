@@ -131,6 +131,8 @@ export interface EmbeddedVectorStore extends VectorStore {
   /** Writes a snapshot of the KB (or of all open KBs) now and truncates the log. */
   snapshot(kbId?: string): Promise<void>
   stats(kbId: string): Promise<CollectionStats | null>
+  /** Its graph's scores are quantized (i8): a rank-only search's hits are worth rescoring. */
+  rescore(kbId: string, dense: Float32Array, hits: readonly VectorHit[]): Promise<Float64Array>
 }
 
 /** Folders opened by this process: a second store on the same folder would corrupt it. */
@@ -436,6 +438,11 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
         turnEnd ??= setImmediate(endTurn)
       }
       return c.search(query)
+    },
+
+    async rescore(kbId, dense, hits) {
+      const c = collections.get(kbId) ?? (await get(kbId))
+      return c === null ? new Float64Array(hits.length).fill(NaN) : c.rescore(dense, hits)
     },
 
     async docVectors(kbId, docId) {

@@ -1,7 +1,8 @@
 // Search over one or many KBs (spec 4.10): the query is embedded and sparse-encoded once for all KBs, KBs
 // are searched concurrently, fused in each KB, then pooled across KBs; optional auto-merge and reranking.
 // No metadata round trip per result: results are built from the vector payloads.
-import type { Adapters, VectorFilter } from '../../adapters/ports.ts'
+import type { Adapters, VectorFilter, VectorHit, VectorStore } from '../../adapters/ports.ts'
+import { rescoredRows } from '../../adapters/vectors/rescore.ts'
 import { encodeQuery } from '../../compute/text/sparse.ts'
 import type { Settings } from '../../kernel/config/schema.ts'
 import { AppError, ValidationError } from '../../kernel/errors.ts'
@@ -185,12 +186,13 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
     return new Map(kbIds.map((id) => [id, mergeCache.get(id)!]))
   }
 
-  async function searchKb(kbId: string, opts: ResolvedOptions, dense: Float32Array | undefined, sparse: ReturnType<typeof encodeQuery> | undefined, merge: { enabled: boolean; threshold: number }, effort: number | undefined, filter: VectorFilter | undefined) {
+  async function searchKb(kbId: string, opts: ResolvedOptions, dense: Float32Array | undefined, sparse: ReturnType<typeof encodeQuery> | undefined, merge: { enabled: boolean; threshold: number }, effort: number | undefined, filter: VectorFilter | undefined, rankOnly: boolean) {
     const limit = storeLimit(opts.mode, opts.top_k, inKbFusionK(r.hybrid), effort)
     let hits
     try {
-      // Hybrid fusion reads the dense list's ranks only (fuseInKb): its scores need not be exact.
-      hits = await vectors.search(kbId, { dense, sparse, limit, effort, filter, rankOnly: opts.mode === 'hybrid' })
+      // Hybrid fusion reads the dense list's ranks only (fuseInKb): its scores need not be exact; nor do those of a
+      // similarity search in two steps (rescoreAcrossKbs).
+      hits = await vectors.search(kbId, { dense, sparse, limit, effort, filter, rankOnly })
     } catch (err) {
       // A KB deleted while being searched contributes nothing; a store that is down is still an error.
       if (err instanceof AppError && err.status === 404) return { ranked: [] as KbEntry[], candidates: 0 }
@@ -256,20 +258,27 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
     if (timing && needDense) timing.embed = performance.now() - t
     const sparse = needSparse ? encodeQuery(query) : undefined
     const efforts = dense === undefined ? undefined : await denseEfforts(kbIds)
+    // Similarity over several KBs in two steps where the store's rank-only scores are approximate (rescoreAcrossKbs);
+    // not with auto-merge, which weighs each KB's exact scores.
+    const twoSteps = opts.mode === 'similarity' && dense !== undefined && kbIds.length > 1 && vectors.rescore !== undefined
+      && kbIds.every((id) => !merges.get(id)!.enabled)
     const perKb = await Promise.all(kbIds.map((id) =>
       telemetry.span('search.kb', async () => {
         const kbStarted = performance.now()
-        const out = await searchKb(id, opts, dense, sparse, merges.get(id)!, efforts?.get(id), filter)
+        const out = await searchKb(id, opts, dense, sparse, merges.get(id)!, efforts?.get(id), filter, opts.mode === 'hybrid' || twoSteps)
         timing?.kb.push([id, performance.now() - kbStarted])
         return out
       }, { 'quarry.kb_id': id })))
 
-    const lists = perKb.map((k) => k.ranked)
+    let lists = perKb.map((k) => k.ranked)
+    let candidates: number | undefined
+    if (twoSteps) ({ lists, candidates } = await rescoreAcrossKbs(vectors, kbIds, lists as { hit: VectorHit; score: number }[][], dense!, opts.top_k, opts.min_score))
     const counts = { pooled: 0 }
     t = performance.now()
     const pooled: Pooled[] = telemetry.span('search.fusion', () => opts.mode === 'hybrid'
       ? poolByRank(lists, r.hybrid.rrf_k, opts.top_k, counts)
       : poolByScore(lists, opts.min_score, opts.top_k, counts))
+    if (candidates !== undefined) counts.pooled = candidates
     if (timing) timing.fusion = performance.now() - t
 
     let results: SearchResultItem[] = pooled.map((x) => toResult(x))
@@ -332,6 +341,44 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
       return output
     },
   }
+}
+
+/**
+ * The second step of a similarity search over several KBs whose lists came from rank-only searches (scores the
+ * graph's own, approximate): the best rescoredRows(topK) entries of all lists, by those scores, are scored exactly by
+ * their KBs' stores; the others cannot reach the top_k (the margin one KB's search rescores for itself). Each KB's
+ * search had rescored its own top_k and margin: 110 rows over ten KBs, each a 4 KB read of the store's spill file,
+ * against 20 here. Returns each KB's rescored entries, best first (an entry whose chunk left meanwhile dropped), and
+ * how many entries of all lists pass minScore (total_candidates: the rescored ones by their exact scores, the
+ * others by their approximate ones).
+ */
+export async function rescoreAcrossKbs(store: Pick<VectorStore, 'rescore'>, kbIds: readonly string[], lists: readonly { hit: VectorHit; score: number }[][], dense: Float32Array, topK: number, minScore: number): Promise<{ lists: Ranked[][]; candidates: number }> {
+  const all: { kb: number; i: number; score: number }[] = []
+  for (let kb = 0; kb < lists.length; kb++) for (let i = 0; i < lists[kb].length; i++) all.push({ kb, i, score: lists[kb][i].score })
+  all.sort((a, b) => b.score - a.score || a.kb - b.kb || a.i - b.i)
+  // Those that tie with the last one taken are taken too: their order among equal approximate scores is arbitrary.
+  let n = Math.min(all.length, rescoredRows(topK))
+  while (n > 0 && n < all.length && all[n].score === all[n - 1].score) n++
+  const chosen: number[][] = lists.map(() => [])
+  for (let j = 0; j < n; j++) chosen[all[j].kb].push(all[j].i)
+  const exact = await Promise.all(kbIds.map((id, kb) => (chosen[kb].length === 0 ? null : store.rescore!(id, dense, chosen[kb].map((i) => lists[kb][i].hit)))))
+  const passes = (score: number) => !Number.isNaN(score) && (minScore <= 0 || score >= minScore)
+  let candidates = 0
+  const out: Ranked[][] = lists.map((list, kb) => {
+    const scores = exact[kb]
+    const rescored: Ranked[] = []
+    const isChosen = new Set(chosen[kb])
+    for (let i = 0; i < list.length; i++) if (!isChosen.has(i) && passes(list[i].score)) candidates++
+    for (const [j, i] of chosen[kb].entries()) {
+      const score = scores![j]
+      if (Number.isNaN(score)) continue
+      if (passes(score)) candidates++
+      rescored.push({ hit: list[i].hit, score })
+    }
+    // Best first; equal scores in the store's order (the rank-only list's, which orders ties as an exact search does).
+    return rescored.sort((a, b) => b.score - a.score)
+  })
+  return { lists: out, candidates }
 }
 
 function toResult(p: Pooled): SearchResultItem {

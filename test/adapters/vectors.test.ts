@@ -14,7 +14,9 @@ import { defaultQuantization, DenseIndex, GRAPH_FORMAT, quantizeI8, SEGMENT_ROWS
 import { rescoredRows } from '../../adapters/vectors/rescore.ts'
 import { SparseIndex } from '../../adapters/vectors/sparse-index.ts'
 import { postingSections } from '../../adapters/vectors/snapshot.ts'
-import type { VectorFilter, VectorPoint } from '../../adapters/ports.ts'
+import type { VectorFilter, VectorHit, VectorPoint } from '../../adapters/ports.ts'
+import { poolByScore } from '../../plugins/search/fusion.ts'
+import { rescoreAcrossKbs } from '../../plugins/search/service.ts'
 import { axis, cosine, DIMS, point, sparse, sparseScores, vectorStoreContract } from './vectors.contract.ts'
 import { mulberry32 as rng } from '../../bench/lib/rng.ts'
 
@@ -61,6 +63,68 @@ describe('embedded vector store: one query over several KBs', () => {
         }
       }
     }
+  })
+
+  it('rescores the hits of a rank-only search exactly: the scores an exact search gives them; NaN once their chunks left', async (t) => {
+    const dims = 48
+    const dir = await tempDir(t)
+    // A spill file holds most f32 rows: the rescored ones are read from it, as at 100k chunks.
+    const store = await open(dir, { exactBudget: 0, dimensions: dims, segmentRows: 64 })
+    t.after(() => store.close())
+    await store.upsert('kb', randomPoints('kb', 400, 31, dims))
+    await store.whenIndexed('kb')
+    const r = rng(32)
+    for (let qi = 0; qi < 5; qi++) {
+      const dense = Float32Array.from({ length: dims }, () => r() * 2 - 1)
+      const approx = (await store.search('kb', { dense, limit: 10, rankOnly: true })).dense
+      const exact = new Map((await store.search('kb', { dense, limit: 400 })).dense.map((h) => [h.id, h.score]))
+      const scores = await store.rescore('kb', dense, approx)
+      assert.equal(scores.length, 10)
+      assert.deepEqual([...scores], approx.map((h) => exact.get(h.id)))
+      assert.ok(approx.some((h, i) => h.score !== scores[i]), 'the rank-only scores are the graph\'s own')
+    }
+    const dense = Float32Array.from({ length: dims }, () => r() * 2 - 1)
+    const hits = (await store.search('kb', { dense, limit: 40, rankOnly: true })).dense
+    const gone = hits[0].payload.doc_id
+    await store.deleteByDoc('kb', gone)
+    const after = await store.rescore('kb', dense, hits)
+    assert.deepEqual(hits.map((h, i) => Number.isNaN(after[i])), hits.map((h) => h.payload.doc_id === gone))
+    assert.ok([...(await store.rescore('no-such-kb', dense, hits))].every(Number.isNaN))
+  })
+
+  it('similarity over several KBs in two steps (rank-only lists, the best of all rescored) pools as the exact lists do', async (t) => {
+    const dims = 48
+    const store = await open(await tempDir(t), { exactBudget: 0, dimensions: dims, segmentRows: 64 })
+    t.after(() => store.close())
+    const kbs = ['k0', 'k1', 'k2', 'k3', 'k4', 'k5']
+    for (const [i, kb] of kbs.entries()) await store.upsert(kb, randomPoints(kb, 200, 40 + i, dims))
+    await store.whenIndexed()
+    const r = rng(41)
+    const topK = 10
+    const effort = 1 / kbs.length
+    const lists = async (dense: Float32Array, rankOnly: boolean) =>
+      Promise.all(kbs.map(async (kb) => (await store.search(kb, { dense, limit: topK, effort, rankOnly })).dense.map((hit) => ({ hit, score: hit.score }))))
+    const shown = (pooled: { hit: { id: string }; final: number }[]) => pooled.map((p) => `${p.hit.id} ${p.final}`)
+    let approximate = 0
+    for (let qi = 0; qi < 8; qi++) {
+      const dense = Float32Array.from({ length: dims }, () => r() * 2 - 1)
+      const exact = await lists(dense, false)
+      const ranked = await lists(dense, true)
+      if (ranked.some((l, kb) => l.some((x, i) => x.score !== exact[kb][i]?.score))) approximate++
+      const rescored: number[] = []
+      const counting = { rescore: (kb: string, q: Float32Array, hits: readonly VectorHit[]) => (rescored.push(hits.length), store.rescore(kb, q, hits)) }
+      for (const minScore of [0, 0.2]) {
+        rescored.length = 0
+        const two = await rescoreAcrossKbs(counting, kbs, ranked, dense, topK, minScore)
+        // The best 20 of the 60 candidates (rescoredRows(10)), not each KB's 10 and its margin.
+        assert.equal(rescored.reduce((a, b) => a + b, 0), 20)
+        const want = { pooled: 0 }
+        const got = poolByScore(two.lists, minScore, topK)
+        assert.deepEqual(shown(got), shown(poolByScore(exact, minScore, topK, want)), `query ${qi}, min_score ${minScore}`)
+        assert.equal(two.candidates, want.pooled, `query ${qi}, min_score ${minScore}: candidates`)
+      }
+    }
+    assert.ok(approximate >= 6, 'the rank-only lists carry the graph\'s own scores')
   })
 
   it('rescores a share of the margin for a KB searched among several, the whole margin alone', () => {

@@ -84,8 +84,9 @@ export function searchSuite(label: string, opts: StartOptions): void {
       const many = await search(svc, { query: 'river harbour', kb_ids: [big, small, 'no-such-kb'], options: { mode } })
       assert.equal(many.status, 200)
       assert.ok(many.body.results.length > 0)
-      // Hybrid fusion reads the dense ranks only; similarity shows the dense scores, which must be exact.
-      assert.deepEqual(seen.map((x) => x.rankOnly), seen.map(() => mode === 'hybrid'))
+      // Hybrid fusion reads the dense ranks only; similarity shows the dense scores, which must be exact: over
+      // several KBs it asks for ranks too where the store can rescore the best of them afterwards (rescoreAcrossKbs).
+      assert.deepEqual(seen.map((x) => x.rankOnly), seen.map(() => mode === 'hybrid' || vectors.rescore !== undefined))
       // Hybrid: a KB with an effort share asks only the ranks its fusion weighs (one KB alone asks 40): with the
       // built-in embedder's in-KB k of 3, ranks whose 4/(3 + rank) is at least 1/6, the first 21.
       assert.equal(svc.app.settings.retrieval.hybrid.kb_rrf_k, 3)
@@ -107,6 +108,41 @@ export function searchSuite(label: string, opts: StartOptions): void {
     seen.length = 0
     assert.equal((await search(svc, { query: 'river', kb_ids: [big, small], options: { hybrid: { alpha: 0 } } })).status, 200)
     assert.deepEqual(seen.map((x) => [x.dense, x.effort]), [[false, undefined], [false, undefined]])
+  })
+
+  it(`${label}: similarity over several KBs answers as the exact search, rescoring only the best of all KBs' candidates`, async (t) => {
+    const svc = await startApp(t, withSettings({}))
+    const kbs = [await newKb(svc), await newKb(svc), await newKb(svc)]
+    const topics = ['river', 'forest', 'desert', 'harbour', 'glacier', 'meadow']
+    for (const [i, kb] of kbs.entries()) {
+      await ingest(svc, kb, Object.fromEntries(topics.map((w, j) => [`${i}-${j}.md`, md(`${w} ${i}`, prose(topics[(i + j) % topics.length], 3 + j))])))
+    }
+    const vectors = svc.app.adapters.vectors
+    const service = svc.app.use<{ search(input: unknown): Promise<Json> }>('search')
+    const rescored: number[] = []
+    const original = vectors.rescore
+    if (original !== undefined) {
+      vectors.rescore = (kb, dense, hits) => {
+        rescored.push(hits.length)
+        return original.call(vectors, kb, dense, hits)
+      }
+    }
+    t.after(() => void (vectors.rescore = original))
+    const queries = ['river forest', 'glacier harbour meadow', 'desert', 'forest meadow river glacier']
+    const answers: Json[] = []
+    for (const query of queries) answers.push(await service.search({ query, kb_ids: kbs, options: { mode: 'similarity', top_k: 5 } }))
+    if (original !== undefined) {
+      // At most top_k and the margin one KB's search rescores (rescoredRows(5) = 15) of the 15 candidates of each query.
+      assert.ok(rescored.length >= queries.length && rescored.reduce((a, b) => a + b, 0) <= 15 * queries.length, JSON.stringify(rescored))
+    }
+    // The same searches, each KB's list scored exactly by its own search (a store without rescore).
+    vectors.rescore = undefined
+    for (const [i, query] of queries.entries()) {
+      const exact = await service.search({ query, kb_ids: kbs, options: { mode: 'similarity', top_k: 5 } })
+      assert.ok(exact.results.length === 5, query)
+      assert.deepEqual(answers[i].results.map((x: Json) => [x.chunk_id, x.score]), exact.results.map((x: Json) => [x.chunk_id, x.score]), query)
+      assert.equal(answers[i].meta.total_candidates, exact.meta.total_candidates, query)
+    }
   })
 
   it(`${label}: every chunk is encoded with its document title, and returned without it`, async (t) => {
