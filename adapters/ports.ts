@@ -141,9 +141,10 @@ export interface VectorQuery {
   /** Only points matching this are ranked (inside the index, before the limit cut): a filtered search still fills `limit`. */
   filter?: VectorFilter
   /**
-   * The dense hits are wanted for their order only (hybrid fusion reads ranks, not scores): the store may rank
-   * them by its index's own distances, which may be quantized, instead of recomputing each exact score. Their
-   * scores are then approximate. Default false: every dense score is exact.
+   * The dense hits are wanted for their order only (hybrid fusion reads ranks, not scores; similarity over several
+   * KBs rescores the best of them afterwards, VectorStore.rescore): the store may rank them by its index's own
+   * distances, which may be quantized, instead of recomputing each exact score. Their scores are then approximate.
+   * Default false: every dense score is exact.
    */
   rankOnly?: boolean
 }

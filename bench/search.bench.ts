@@ -51,6 +51,7 @@ import { defaultPlugins } from '../kernel/plugins.ts'
 import { cacheKey, createCachedSearch, finish, serialise, settingsFingerprint, type CachedSearch } from '../plugins/search/cache.ts'
 import { rescoreAcrossKbs, type SearchService } from '../plugins/search/service.ts'
 import { inKbFusionK, storeLimit } from '../plugins/search/fusion.ts'
+import { rescoredRows } from '../adapters/vectors/rescore.ts'
 import { gateCache } from './search/cache-gate.ts'
 import { machine, median, percentile, round } from './lib/machine.ts'
 import { captureAnswers, startBareAnswer, startBareStore } from './search/bare-answer.ts'
@@ -175,7 +176,7 @@ async function direct(app: App, c: Case, query: string, topK: number): Promise<{
   const store = app.adapters.vectors
   const twoSteps = c.mode === 'similarity' && c.kbIds.length > 1 && store.rescore !== undefined
   const rankOnly = c.mode === 'hybrid' || twoSteps
-  const found = await Promise.all(c.kbIds.map((kb, i) => store.search(kb, { dense, sparse, limit: limitFor(app, c.mode, topK, c.efforts?.[i]), effort: c.efforts?.[i], rankOnly })))
+  const found = await Promise.all(c.kbIds.map((kb, i) => store.search(kb, { dense, sparse, limit: twoSteps ? rescoredRows(topK) : limitFor(app, c.mode, topK, c.efforts?.[i]), effort: c.efforts?.[i], rankOnly })))
   if (twoSteps) await rescoreAcrossKbs(store, c.kbIds, found.map((f) => f.dense.map((hit) => ({ hit, score: hit.score }))), dense, topK, 0)
   return { prep: t1 - t0, index: performance.now() - t1 }
 }

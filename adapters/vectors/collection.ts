@@ -225,12 +225,12 @@ export class Collection {
 
   /**
    * Exact scores of `dense` for hits of an earlier search of this collection (VectorStore.rescore): by their rows
-   * (VectorHit.key), NaN for a hit whose chunk has left its row since (deleted, or the row holds another chunk now).
+   * (VectorHit.key), or the chunk's row now where it was written again since (a new row); NaN for a chunk deleted.
    */
   rescore(dense: Float32Array, hits: readonly { id: string; key?: number }[]): Float64Array {
     if (dense.length !== this.dims) throw dimensionMismatch(this.kbId, this.dims, dense.length)
     const chunkIds = this.payloads.chunkIds
-    const rows = hits.map((h) => (h.key !== undefined && chunkIds[h.key] === h.id ? h.key : -1))
+    const rows = hits.map((h) => (h.key !== undefined && chunkIds[h.key] === h.id ? h.key : this.chunkRow.get(h.id) ?? -1))
     return this.dense.exactScores(dense, rows)
   }
 

@@ -441,6 +441,7 @@ export async function createEmbeddedVectorStore(options: EmbeddedVectorStoreOpti
     },
 
     async rescore(kbId, dense, hits) {
+      assertOpen()
       const c = collections.get(kbId) ?? (await get(kbId))
       return c === null ? new Float64Array(hits.length).fill(NaN) : c.rescore(dense, hits)
     },

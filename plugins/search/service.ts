@@ -2,6 +2,7 @@
 // are searched concurrently, fused in each KB, then pooled across KBs; optional auto-merge and reranking.
 // No metadata round trip per result: results are built from the vector payloads.
 import type { Adapters, VectorFilter, VectorHit, VectorStore } from '../../adapters/ports.ts'
+import { tieKeyOf } from '../../adapters/vectors/payloads.ts'
 import { rescoredRows } from '../../adapters/vectors/rescore.ts'
 import { encodeQuery } from '../../compute/text/sparse.ts'
 import type { Settings } from '../../kernel/config/schema.ts'
@@ -186,8 +187,10 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
     return new Map(kbIds.map((id) => [id, mergeCache.get(id)!]))
   }
 
-  async function searchKb(kbId: string, opts: ResolvedOptions, dense: Float32Array | undefined, sparse: ReturnType<typeof encodeQuery> | undefined, merge: { enabled: boolean; threshold: number }, effort: number | undefined, filter: VectorFilter | undefined, rankOnly: boolean) {
-    const limit = storeLimit(opts.mode, opts.top_k, inKbFusionK(r.hybrid), effort)
+  async function searchKb(kbId: string, opts: ResolvedOptions, dense: Float32Array | undefined, sparse: ReturnType<typeof encodeQuery> | undefined, merge: { enabled: boolean; threshold: number }, effort: number | undefined, filter: VectorFilter | undefined, twoSteps: boolean) {
+    // Two steps: a KB's candidates as far as the margin of all KBs' reaches (rescoreAcrossKbs).
+    const limit = twoSteps ? rescoredRows(opts.top_k) : storeLimit(opts.mode, opts.top_k, inKbFusionK(r.hybrid), effort)
+    const rankOnly = opts.mode === 'hybrid' || twoSteps
     let hits
     try {
       // Hybrid fusion reads the dense list's ranks only (fuseInKb): its scores need not be exact; nor do those of a
@@ -205,9 +208,10 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
       ranked = fuseInKb(hits.dense, hits.sparse, opts.alpha, inKbFusionK(r.hybrid), opts.top_k, counts)
       candidates = counts.candidates
     } else {
-      // The store returns at most `limit` = top_k hits in this mode.
+      // The store returns at most `limit` hits in this mode: top_k, or the candidates of two steps (of which a KB's
+      // own top_k count, as in one step).
       ranked = hits.dense.map((hit) => ({ hit, score: hit.score }))
-      candidates = ranked.length
+      candidates = Math.min(ranked.length, opts.top_k)
     }
     // Payloads are read here only when auto-merge is on; otherwise only for the pooled results. A list that was not
     // merged goes to pooling as it is (pooling reads a missing `merged` as false).
@@ -260,12 +264,13 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
     const efforts = dense === undefined ? undefined : await denseEfforts(kbIds)
     // Similarity over several KBs in two steps where the store's rank-only scores are approximate (rescoreAcrossKbs);
     // not with auto-merge, which weighs each KB's exact scores.
+    // Not with a filter either: a filtered search scores its rows exactly.
     const twoSteps = opts.mode === 'similarity' && dense !== undefined && kbIds.length > 1 && vectors.rescore !== undefined
-      && kbIds.every((id) => !merges.get(id)!.enabled)
+      && filter === undefined && kbIds.every((id) => !merges.get(id)!.enabled)
     const perKb = await Promise.all(kbIds.map((id) =>
       telemetry.span('search.kb', async () => {
         const kbStarted = performance.now()
-        const out = await searchKb(id, opts, dense, sparse, merges.get(id)!, efforts?.get(id), filter, opts.mode === 'hybrid' || twoSteps)
+        const out = await searchKb(id, opts, dense, sparse, merges.get(id)!, efforts?.get(id), filter, twoSteps)
         timing?.kb.push([id, performance.now() - kbStarted])
         return out
       }, { 'quarry.kb_id': id })))
@@ -345,16 +350,19 @@ export function createSearchService(adapters: Adapters, settings: Readonly<Setti
 
 /**
  * The second step of a similarity search over several KBs whose lists came from rank-only searches (scores the
- * graph's own, approximate): the best rescoredRows(topK) entries of all lists, by those scores, are scored exactly by
- * their KBs' stores; the others cannot reach the top_k (the margin one KB's search rescores for itself). Each KB's
- * search had rescored its own top_k and margin: 110 rows over ten KBs, each a 4 KB read of the store's spill file,
- * against 20 here. Returns each KB's rescored entries, best first (an entry whose chunk left meanwhile dropped), and
- * how many entries of all lists pass minScore (total_candidates: the rescored ones by their exact scores, the
- * others by their approximate ones).
+ * graph's own, approximate), each as long as the margin of all (rescoredRows(topK)): the best rescoredRows(topK)
+ * entries of all lists, by those scores, are scored exactly by their KBs' stores, as one KB holding all of them would
+ * rescore its own candidates; the others cannot reach the top_k. Each KB's search had rescored its own top_k and
+ * margin: 110 rows over ten KBs, each a 4 KB read of the store's spill file, against 20 here. Returns each KB's
+ * rescored entries, best first (equal scores in the store's tie order: adapters/vectors/payloads.ts tieKeyOf, then
+ * row), an entry whose chunk was deleted meanwhile dropped; and total_candidates as one step counts it: each KB's
+ * top_k entries that pass minScore (by their exact scores where rescored, else by the graph's).
  */
 export async function rescoreAcrossKbs(store: Pick<VectorStore, 'rescore'>, kbIds: readonly string[], lists: readonly { hit: VectorHit; score: number }[][], dense: Float32Array, topK: number, minScore: number): Promise<{ lists: Ranked[][]; candidates: number }> {
+  // A graph's score for a zero query may be NaN: last.
+  const rank = (x: number) => (Number.isNaN(x) ? -Infinity : x)
   const all: { kb: number; i: number; score: number }[] = []
-  for (let kb = 0; kb < lists.length; kb++) for (let i = 0; i < lists[kb].length; i++) all.push({ kb, i, score: lists[kb][i].score })
+  for (let kb = 0; kb < lists.length; kb++) for (let i = 0; i < lists[kb].length; i++) all.push({ kb, i, score: rank(lists[kb][i].score) })
   all.sort((a, b) => b.score - a.score || a.kb - b.kb || a.i - b.i)
   // Those that tie with the last one taken are taken too: their order among equal approximate scores is arbitrary.
   let n = Math.min(all.length, rescoredRows(topK))
@@ -362,23 +370,32 @@ export async function rescoreAcrossKbs(store: Pick<VectorStore, 'rescore'>, kbId
   const chosen: number[][] = lists.map(() => [])
   for (let j = 0; j < n; j++) chosen[all[j].kb].push(all[j].i)
   const exact = await Promise.all(kbIds.map((id, kb) => (chosen[kb].length === 0 ? null : store.rescore!(id, dense, chosen[kb].map((i) => lists[kb][i].hit)))))
-  const passes = (score: number) => !Number.isNaN(score) && (minScore <= 0 || score >= minScore)
+  const passes = (score: number) => minScore <= 0 || score >= minScore
   let candidates = 0
   const out: Ranked[][] = lists.map((list, kb) => {
-    const scores = exact[kb]
+    const scores = new Map(chosen[kb].map((i, j) => [i, exact[kb]![j]]))
     const rescored: Ranked[] = []
-    const isChosen = new Set(chosen[kb])
-    for (let i = 0; i < list.length; i++) if (!isChosen.has(i) && passes(list[i].score)) candidates++
-    for (const [j, i] of chosen[kb].entries()) {
-      const score = scores![j]
+    for (const [i, x] of list.entries()) {
+      const score = scores.get(i)
+      if (score === undefined) {
+        if (i < topK && passes(x.score)) candidates++
+        continue
+      }
       if (Number.isNaN(score)) continue
-      if (passes(score)) candidates++
-      rescored.push({ hit: list[i].hit, score })
+      if (i < topK && passes(score)) candidates++
+      rescored.push({ hit: x.hit, score })
     }
-    // Best first; equal scores in the store's order (the rank-only list's, which orders ties as an exact search does).
-    return rescored.sort((a, b) => b.score - a.score)
+    return rescored.sort(byExactScore)
   })
   return { lists: out, candidates }
+}
+
+/** Best first; equal scores as the embedded store orders them (PayloadTable.tieOrder): the payload read for ties only. */
+function byExactScore(a: Ranked, b: Ranked): number {
+  if (a.score !== b.score) return b.score - a.score
+  const ka = tieKeyOf(a.hit.payload)
+  const kb = tieKeyOf(b.hit.payload)
+  return ka < kb ? -1 : ka > kb ? 1 : ((a.hit as VectorHit).key ?? 0) - ((b.hit as VectorHit).key ?? 0)
 }
 
 function toResult(p: Pooled): SearchResultItem {

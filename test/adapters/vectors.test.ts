@@ -102,21 +102,22 @@ describe('embedded vector store: one query over several KBs', () => {
     const r = rng(41)
     const topK = 10
     const effort = 1 / kbs.length
+    // Two steps ask each KB for as many candidates as the margin of all (rescoredRows(10) = 20), by the graph's scores.
     const lists = async (dense: Float32Array, rankOnly: boolean) =>
-      Promise.all(kbs.map(async (kb) => (await store.search(kb, { dense, limit: topK, effort, rankOnly })).dense.map((hit) => ({ hit, score: hit.score }))))
+      Promise.all(kbs.map(async (kb) => (await store.search(kb, { dense, limit: rankOnly ? rescoredRows(topK) : topK, effort, rankOnly })).dense.map((hit) => ({ hit, score: hit.score }))))
     const shown = (pooled: { hit: { id: string }; final: number }[]) => pooled.map((p) => `${p.hit.id} ${p.final}`)
     let approximate = 0
     for (let qi = 0; qi < 8; qi++) {
       const dense = Float32Array.from({ length: dims }, () => r() * 2 - 1)
       const exact = await lists(dense, false)
       const ranked = await lists(dense, true)
-      if (ranked.some((l, kb) => l.some((x, i) => x.score !== exact[kb][i]?.score))) approximate++
+      if (ranked.some((l, kb) => l.slice(0, topK).some((x, i) => x.score !== exact[kb][i]?.score))) approximate++
       const rescored: number[] = []
       const counting = { rescore: (kb: string, q: Float32Array, hits: readonly VectorHit[]) => (rescored.push(hits.length), store.rescore(kb, q, hits)) }
       for (const minScore of [0, 0.2]) {
         rescored.length = 0
         const two = await rescoreAcrossKbs(counting, kbs, ranked, dense, topK, minScore)
-        // The best 20 of the 60 candidates (rescoredRows(10)), not each KB's 10 and its margin.
+        // The best 20 of the 120 candidates (rescoredRows(10)), not each KB's 10 and its margin.
         assert.equal(rescored.reduce((a, b) => a + b, 0), 20)
         const want = { pooled: 0 }
         const got = poolByScore(two.lists, minScore, topK)
@@ -201,16 +202,16 @@ describe('embedded vector store: searches of one KB that meet in a turn', () => 
         alone.push([...ids(x.dense), '|', ...ids(x.sparse)])
       }
     }
-    // One request's array reused for the next query while the first one's searches wait: each gets its own query.
-    const reused = Float32Array.from(requests[0].dense)
+    // A waiting request's array reused for another query at once: each gets its own query.
+    const reused = Float32Array.from(requests[1].dense)
     const before = await Promise.all(kbs.map(async (kb) => (await store.stats(kb))!.batchedSearches))
     await turn()
-    const pending = requests.flatMap((q, i) => kbs.map((kb) => store.search(kb, i === 0 ? { ...q, dense: reused } : q)))
-    reused.set(requests[1].dense)
-    const extra = kbs.map((kb) => store.search(kb, { ...requests[1], dense: reused }))
+    const pending = requests.flatMap((q, i) => kbs.map((kb) => store.search(kb, i === 1 ? { ...q, dense: reused } : q)))
+    reused.set(requests[2].dense)
+    const extra = kbs.map((kb) => store.search(kb, { ...requests[2], dense: reused }))
     const together = await Promise.all(pending)
     assert.deepEqual(together.map((x) => [...ids(x.dense), '|', ...ids(x.sparse)]), alone)
-    assert.deepEqual((await Promise.all(extra)).map((x) => [...ids(x.dense), '|', ...ids(x.sparse)]), alone.slice(3, 6))
+    assert.deepEqual((await Promise.all(extra)).map((x) => [...ids(x.dense), '|', ...ids(x.sparse)]), alone.slice(6, 9))
     assert.ok(alone.every((x) => x.length > 2), 'every search found something')
     // The first request is answered at once; the four others and the reused array's wait, in each KB.
     const after = await Promise.all(kbs.map(async (kb) => (await store.stats(kb))!.batchedSearches))

@@ -3,6 +3,7 @@ import { it } from 'node:test'
 import assert from 'node:assert/strict'
 import { startApp, type StartOptions, type StartedApp } from '../helpers/app.ts'
 import { startFakeRerankServer } from '../helpers/fake-rerank-server.ts'
+import { rescoredRows } from '../../adapters/vectors/rescore.ts'
 import { md, newKb, prose, settle, upload } from './docs.suite.ts'
 
 type Json = any
@@ -93,7 +94,9 @@ export function searchSuite(label: string, opts: StartOptions): void {
       const topK = svc.app.settings.retrieval.top_k
       assert.ok(topK <= 10)
       const asked = seen.filter((x) => x.effort !== undefined).map((x) => x.limit)
-      assert.deepEqual(asked, [mode === 'hybrid' ? 21 : topK, mode === 'hybrid' ? 21 : topK], 'the two KBs holding chunks')
+      // Similarity in two steps asks each KB for as many candidates as the margin of all (rescoreAcrossKbs).
+      const similar = vectors.rescore !== undefined ? rescoredRows(topK) : topK
+      assert.deepEqual(asked, [mode === 'hybrid' ? 21 : similar, mode === 'hybrid' ? 21 : similar], 'the two KBs holding chunks')
       const byKb = Object.fromEntries(seen.map((x) => [x.kb, x.effort]))
       const total = sizes[big] + sizes[small]
       assert.ok(Math.abs(byKb[big]! - sizes[big] / total) < 1e-12, `${mode}: ${byKb[big]}`)
@@ -111,13 +114,14 @@ export function searchSuite(label: string, opts: StartOptions): void {
   })
 
   it(`${label}: similarity over several KBs answers as the exact search, rescoring only the best of all KBs' candidates`, async (t) => {
-    const svc = await startApp(t, withSettings({}))
+    const svc = await startApp(t, withSettings({ chunking: { chunk_size: 300, chunk_overlap: 30 } }))
     const kbs = [await newKb(svc), await newKb(svc), await newKb(svc)]
     const topics = ['river', 'forest', 'desert', 'harbour', 'glacier', 'meadow']
     for (const [i, kb] of kbs.entries()) {
       await ingest(svc, kb, Object.fromEntries(topics.map((w, j) => [`${i}-${j}.md`, md(`${w} ${i}`, prose(topics[(i + j) % topics.length], 3 + j))])))
     }
     const vectors = svc.app.adapters.vectors
+    for (const kb of kbs) assert.ok((await vectors.count(kb)) >= 13, 'each KB holds more chunks than the margin of all')
     const service = svc.app.use<{ search(input: unknown): Promise<Json> }>('search')
     const rescored: number[] = []
     const original = vectors.rescore
@@ -129,19 +133,19 @@ export function searchSuite(label: string, opts: StartOptions): void {
     }
     t.after(() => void (vectors.rescore = original))
     const queries = ['river forest', 'glacier harbour meadow', 'desert', 'forest meadow river glacier']
+    const options = { mode: 'similarity', top_k: 3 }
     const answers: Json[] = []
-    for (const query of queries) answers.push(await service.search({ query, kb_ids: kbs, options: { mode: 'similarity', top_k: 5 } }))
-    if (original !== undefined) {
-      // At most top_k and the margin one KB's search rescores (rescoredRows(5) = 15) of the 15 candidates of each query.
-      assert.ok(rescored.length >= queries.length && rescored.reduce((a, b) => a + b, 0) <= 15 * queries.length, JSON.stringify(rescored))
-    }
+    for (const query of queries) answers.push(await service.search({ query, kb_ids: kbs, options }))
+    // top_k and the margin one KB's search rescores (rescoredRows(3) = 13) of the 39 candidates of each query.
+    if (original !== undefined) assert.equal(rescored.reduce((a, b) => a + b, 0), 13 * queries.length, JSON.stringify(rescored))
     // The same searches, each KB's list scored exactly by its own search (a store without rescore).
     vectors.rescore = undefined
     for (const [i, query] of queries.entries()) {
-      const exact = await service.search({ query, kb_ids: kbs, options: { mode: 'similarity', top_k: 5 } })
-      assert.ok(exact.results.length === 5, query)
+      const exact = await service.search({ query, kb_ids: kbs, options })
+      assert.equal(exact.results.length, 3, query)
       assert.deepEqual(answers[i].results.map((x: Json) => [x.chunk_id, x.score]), exact.results.map((x: Json) => [x.chunk_id, x.score]), query)
-      assert.equal(answers[i].meta.total_candidates, exact.meta.total_candidates, query)
+      // Each KB's top_k, as one step counts them.
+      assert.deepEqual([answers[i].meta.total_candidates, exact.meta.total_candidates], [9, 9], query)
     }
   })
 
