@@ -207,7 +207,7 @@ export class Collection {
    * in its place (null: none). Then searchPrefetched answers each as search() answers it alone. Throws when the batch
    * fails as a whole.
    */
-  prefetch(queries: readonly VectorQuery[], threads: number, quantized?: Map<Float32Array, Int8Array>): (PrefetchedGraph | null)[] {
+  prefetch(queries: readonly VectorQuery[], threads: number, quantized: Map<Float32Array, Int8Array>): (PrefetchedGraph | null)[] {
     return this.dense.prefetchGraph(queries.map((q) => (q.dense !== undefined && q.filter === undefined ? { q: q.dense, k: q.limit, effort: q.effort } : null)), threads, quantized)
   }
 

@@ -346,7 +346,7 @@ export class DenseIndex {
    * quantized: i8 copies of queries already made (an i8 graph), by query array, added to here; for arrays no one
    * changes while it is kept (the store's own copies of the queries of a turn, which every KB of a request shares).
    */
-  prefetchGraph(queries: readonly ({ q: Float32Array; k: number; effort?: number } | null)[], threads: number, quantized?: Map<Float32Array, Int8Array>): (PrefetchedGraph | null)[] {
+  prefetchGraph(queries: readonly ({ q: Float32Array; k: number; effort?: number } | null)[], threads: number, quantized: Map<Float32Array, Int8Array>): (PrefetchedGraph | null)[] {
     const out: (PrefetchedGraph | null)[] = queries.map(() => null)
     const byAsked = new Map<number, number[]>()
     for (const [i, x] of queries.entries()) {
@@ -364,7 +364,6 @@ export class DenseIndex {
       for (const [j, i] of group.entries()) {
         const q = queries[i]!.q
         if (!i8) (batch as Float32Array).set(q, j * d)
-        else if (quantized === undefined) quantizeI8(q, d, (batch as Int8Array).subarray(j * d, (j + 1) * d))
         else {
           let qi8 = quantized.get(q)
           if (qi8 === undefined) {
