@@ -818,6 +818,95 @@ async function assertGraphHoldsI8Copies(store: EmbeddedVectorStore, kb: string, 
   assert.ok(worst < 1e-5, `rank-only scores are the cosines of quantizeI8's copies (off by up to ${worst})`)
 }
 
+describe('sparse index: posting lists', () => {
+  /** The index's answer over every live row, against scores computed here from the rows' own terms (IDF over the live rows). */
+  function assertAsBruteForce(index: SparseIndex, rows: Map<number, { indices: Uint32Array; values: Float32Array }>, query: { indices: Uint32Array; values: Float32Array }) {
+    const df = new Map<number, number>()
+    for (const v of rows.values()) for (const term of v.indices) df.set(term, (df.get(term) ?? 0) + 1)
+    const expected: [number, number][] = []
+    for (const [row, v] of rows) {
+      let s = 0
+      let shared = false
+      for (let i = 0; i < query.indices.length; i++) {
+        const j = v.indices.indexOf(query.indices[i])
+        if (j < 0) continue
+        shared = true
+        s += Math.log((rows.size - df.get(query.indices[i])! + 0.5) / (df.get(query.indices[i])! + 0.5) + 1) * query.values[i] * v.values[j]
+      }
+      if (shared) expected.push([row, s])
+    }
+    expected.sort((a, b) => b[1] - a[1] || a[0] - b[0])
+    const got = index.search(query, expected.length + 5)
+    assert.equal(got.rows.length, expected.length)
+    for (let i = 0; i < expected.length; i++) {
+      assert.ok(Math.abs(got.scores[i] - expected[i][1]) < 1e-4 * Math.max(1, Math.abs(expected[i][1])), `rank ${i}: ${got.scores[i]} against ${expected[i][1]}`)
+    }
+    // Ties aside, the same rows in the same order.
+    const distinct = (list: [number, number][]) => list.filter((e, i) => (i === 0 || list[i - 1][1] - e[1] > 1e-4) && (i === list.length - 1 || e[1] - list[i + 1][1] > 1e-4)).map((e) => e[0])
+    const gotList = [...got.rows].map((row, i) => [row, got.scores[i]] as [number, number])
+    assert.deepEqual(distinct(gotList), distinct(expected))
+  }
+
+  it('grows each list past 16 entries in one buffer shared by its rows and weights, shrinks it on compaction, and scores as brute force', () => {
+    const index = new SparseIndex({ blockEntries: 256 })
+    const r = rng(907)
+    const rows = new Map<number, { indices: Uint32Array; values: Float32Array }>()
+    // Term t is held by the rows whose number is a multiple of SPREAD[t]: lists of 1 to 1,200 entries.
+    const SPREAD = [1, 2, 3, 75, 76, 1200, 1201]
+    for (let row = 0; row < 1200; row++) {
+      const terms = SPREAD.map((m, t) => (row % m === 0 ? t : -1)).filter((t) => t >= 0)
+      const v = { indices: Uint32Array.from(terms), values: Float32Array.from(terms, () => Math.round(r() * 40) / 10 + 0.1) }
+      index.add(row, v)
+      rows.set(row, v)
+    }
+    const listOf = (term: number) => {
+      const c = index.capture()
+      const i = [...c.terms].indexOf(term)
+      return { rows: c.rows[i], weights: c.weights[i], len: c.lens[i] }
+    }
+    for (let t = 0; t < SPREAD.length; t++) {
+      const l = listOf(t)
+      assert.equal(l.len, Math.ceil(1200 / SPREAD[t]))
+      assert.equal(l.rows.length, l.weights.length)
+      assert.ok(l.rows.length >= l.len)
+      // Room grows by half past 64 entries: at most half again what the list holds (the first 4 aside).
+      assert.ok(l.rows.length <= Math.max(4, 2 * l.len), `term ${t}: ${l.rows.length} for ${l.len}`)
+      if (l.rows.length > 64) assert.ok(l.rows.length <= Math.ceil(1.5 * l.len), `term ${t}: ${l.rows.length} for ${l.len}`)
+      // Past 16 entries of room, one buffer: the rows, then the weights.
+      if (l.rows.length > 16) {
+        assert.equal(l.rows.buffer, l.weights.buffer, `term ${t}`)
+        assert.equal(l.weights.byteOffset, l.rows.length * 4)
+        assert.equal(l.rows.buffer.byteLength, l.rows.length * 8)
+      } else {
+        assert.notEqual(l.rows.buffer, l.weights.buffer, `term ${t}`)
+      }
+    }
+    const queries = [[0], [0, 5], [3, 4], [5, 6], [1, 2, 5], [6]].map((terms) => ({ indices: Uint32Array.from(terms), values: Float32Array.from(terms, (_, i) => 1 + i / 2) }))
+    for (const q of queries) assertAsBruteForce(index, rows, q)
+    // Three rows in four deleted: term 0's list keeps 300 of 1,200 entries and shrinks on compaction.
+    const before = listOf(0).rows.length
+    for (let row = 0; row < 1200; row++) {
+      if (row % 4 === 0) continue
+      index.remove(row)
+      rows.delete(row)
+    }
+    index.compact()
+    const after = listOf(0)
+    assert.equal(after.len, 300)
+    assert.ok(after.rows.length < before && after.rows.length <= 450, `${after.rows.length} after ${before}`)
+    assert.equal(after.rows.buffer, after.weights.buffer)
+    for (const q of queries) assertAsBruteForce(index, rows, q)
+    // Rows added after compaction grow the shrunk lists again.
+    for (let row = 1200; row < 1600; row++) {
+      const v = { indices: Uint32Array.of(0, 7), values: Float32Array.of(0.5 + (row % 7) / 10, 1) }
+      index.add(row, v)
+      rows.set(row, v)
+    }
+    assert.equal(listOf(0).len, 700)
+    for (const q of [...queries, { indices: Uint32Array.of(7, 0), values: Float32Array.of(2, 1) }]) assertAsBruteForce(index, rows, q)
+  })
+})
+
 describe('embedded vector store: snapshot postings', () => {
   it('writes the per-point sparse vectors and the postings in chunks and reads them back whole', async (t) => {
     const dir = await tempDir(t)
