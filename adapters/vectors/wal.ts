@@ -30,51 +30,80 @@ export type WalRecord =
 
 const bytesOf = (a: Float32Array | Uint32Array) => new Uint8Array(a.buffer, a.byteOffset, a.byteLength)
 
-function frame(body: Buffer): Buffer {
-  body.writeUInt32LE(body.length - HEADER, 0)
-  body.writeUInt32LE(crc32(body.subarray(HEADER)), 4)
-  return body
+/**
+ * A record to be written: its size, and how to write it at an offset of a buffer (every byte of it, so that a reused
+ * buffer leaves nothing of its last contents in the file). The log is written from one buffer per fsync group
+ * (Collection.flushGroup) instead of a buffer per record joined by a copy.
+ */
+export interface WalRecordWriter {
+  readonly size: number
+  write(buf: Buffer, at: number): void
 }
 
-/** Encodes an upsert record; the points must already be validated (dims, sparse lengths). */
-export function encodeUpsert(points: readonly VectorPoint[], dims: number): Buffer {
-  const payloads = points.map((p) => Buffer.from(JSON.stringify(p.payload), 'utf8'))
+/** The header (body length, crc32 of the body) of the record written at `at`, `size` bytes long with it. */
+function frameAt(buf: Buffer, at: number, size: number): void {
+  buf.writeUInt32LE(size - HEADER, at)
+  buf.writeUInt32LE(crc32(buf.subarray(at + HEADER, at + size)), at + 4)
+}
+
+/**
+ * An upsert record; the points must already be validated (dims, sparse lengths). The payloads are turned into JSON
+ * now and the arrays read when it is written: the caller must not change them before then.
+ */
+export function upsertRecord(points: readonly VectorPoint[], dims: number): WalRecordWriter {
+  const payloads = points.map((p) => JSON.stringify(p.payload))
+  const lengths = payloads.map((json) => Buffer.byteLength(json, 'utf8'))
   let size = HEADER + 12
-  for (let i = 0; i < points.length; i++) {
-    size += 4 + pad4(payloads[i].length) + dims * 4 + 4 + points[i].sparse.indices.length * 8
+  for (let i = 0; i < points.length; i++) size += 4 + pad4(lengths[i]) + dims * 4 + 4 + points[i].sparse.indices.length * 8
+  return {
+    size,
+    write(buf, at) {
+      let off = at + HEADER
+      buf.writeUInt32LE(RECORD_UPSERT, off)
+      buf.writeUInt32LE(points.length, off + 4)
+      buf.writeUInt32LE(dims, off + 8)
+      off += 12
+      for (let i = 0; i < points.length; i++) {
+        const p = points[i]
+        const len = lengths[i]
+        buf.writeUInt32LE(len, off)
+        buf.write(payloads[i], off + 4, len, 'utf8')
+        buf.fill(0, off + 4 + len, off + 4 + pad4(len))
+        off += 4 + pad4(len)
+        buf.set(bytesOf(p.dense), off)
+        off += dims * 4
+        const nnz = p.sparse.indices.length
+        buf.writeUInt32LE(nnz, off)
+        off += 4
+        buf.set(bytesOf(p.sparse.indices), off)
+        off += nnz * 4
+        buf.set(bytesOf(p.sparse.values), off)
+        off += nnz * 4
+      }
+      frameAt(buf, at, size)
+    },
   }
-  const buf = Buffer.alloc(size)
-  let off = HEADER
-  buf.writeUInt8(RECORD_UPSERT, off)
-  buf.writeUInt32LE(points.length, off + 4)
-  buf.writeUInt32LE(dims, off + 8)
-  off += 12
-  for (let i = 0; i < points.length; i++) {
-    const p = points[i]
-    const json = payloads[i]
-    buf.writeUInt32LE(json.length, off)
-    json.copy(buf, off + 4)
-    off += 4 + pad4(json.length)
-    buf.set(bytesOf(p.dense), off)
-    off += dims * 4
-    const nnz = p.sparse.indices.length
-    buf.writeUInt32LE(nnz, off)
-    off += 4
-    buf.set(bytesOf(p.sparse.indices), off)
-    off += nnz * 4
-    buf.set(bytesOf(p.sparse.values), off)
-    off += nnz * 4
-  }
-  return frame(buf)
 }
 
-export function encodeDeleteDoc(docId: string): Buffer {
-  const id = Buffer.from(docId, 'utf8')
-  const buf = Buffer.alloc(HEADER + 8 + id.length)
-  buf.writeUInt8(RECORD_DELETE_DOC, HEADER)
-  buf.writeUInt32LE(id.length, HEADER + 4)
-  id.copy(buf, HEADER + 8)
-  return frame(buf)
+export function deleteDocRecord(docId: string): WalRecordWriter {
+  const len = Buffer.byteLength(docId, 'utf8')
+  const size = HEADER + 8 + len
+  return {
+    size,
+    write(buf, at) {
+      buf.writeUInt32LE(RECORD_DELETE_DOC, at + HEADER)
+      buf.writeUInt32LE(len, at + HEADER + 4)
+      buf.write(docId, at + HEADER + 8, len, 'utf8')
+      frameAt(buf, at, size)
+    },
+  }
+}
+
+/** A record in a buffer of its own (tests, and writers of one record). */
+export function encodeRecord(record: WalRecordWriter): Buffer {
+  const buf = Buffer.allocUnsafe(record.size)
+  record.write(buf, 0)
+  return buf
 }
 
 /** Typed-array copies, so they are aligned and do not pin the file buffer. */

@@ -14,6 +14,7 @@ import { defaultQuantization, DenseIndex, GRAPH_FORMAT, quantizeI8, SEGMENT_ROWS
 import { rescoredRows } from '../../adapters/vectors/rescore.ts'
 import { SparseIndex } from '../../adapters/vectors/sparse-index.ts'
 import { postingSections } from '../../adapters/vectors/snapshot.ts'
+import { deleteDocRecord, encodeRecord, readRecords, upsertRecord } from '../../adapters/vectors/wal.ts'
 import type { VectorFilter, VectorHit, VectorPoint } from '../../adapters/ports.ts'
 import { poolByScore } from '../../plugins/search/fusion.ts'
 import { rescoreAcrossKbs } from '../../plugins/search/service.ts'
@@ -1649,6 +1650,57 @@ describe('embedded vector store: filtered search', () => {
     const jan20 = Date.parse('2024-01-20T00:00:00Z')
     await assertFiltered(store, kb, live, (p) => p.payload.doc_type === 'pdf' && Date.parse(p.payload.updated_at) >= jan20, { docTypes: ['pdf'], updatedAfter: jan20 }, 52, DIMS)
     await assertFiltered(store, kb, live, (p) => p.payload.source.startsWith('md/doc1'), { sourcePrefix: 'md/doc1' }, 53, DIMS)
+  })
+})
+
+describe('vector log records', () => {
+  it('writes a group of records into a reused buffer exactly as each alone, and reads them back', () => {
+    const kb = 'kb-wal'
+    // Payload JSON of 1 to 4 bytes past a multiple of 4 (the pad after it), non-ASCII text, and sparse vectors of 0 to 3 terms.
+    const points = randomPoints(kb, 6, 211).map((p, i) => ({
+      ...p,
+      payload: { ...p.payload, text: `${'é'.repeat(i)}${'x'.repeat(i * 3)} ✓` },
+      sparse: { indices: Uint32Array.from({ length: i % 4 }, (_, j) => j * 7 + i), values: Float32Array.from({ length: i % 4 }, (_, j) => j + 0.5) },
+    }))
+    const records = [upsertRecord(points.slice(0, 2), DIMS), deleteDocRecord('doc-é1'), upsertRecord(points.slice(2), DIMS), deleteDocRecord('d')]
+    const size = records.reduce((n, r) => n + r.size, 0)
+    // A buffer full of what an earlier group left: every byte of the new records must be written.
+    const group = Buffer.alloc(size + 64, 0xa5)
+    let at = 0
+    for (const r of records) {
+      r.write(group, at)
+      at += r.size
+    }
+    const alone = Buffer.concat(records.map((r) => encodeRecord(r)))
+    assert.equal(alone.length, size)
+    assert.ok(group.subarray(0, size).equals(alone))
+    // The same bytes from a zeroed buffer: nothing of the 0xa5 fill is left in them.
+    const zeroed = Buffer.alloc(size)
+    at = 0
+    for (const r of records) {
+      r.write(zeroed, at)
+      at += r.size
+    }
+    assert.ok(zeroed.equals(alone))
+    const { records: read, validBytes, torn } = readRecords(group.subarray(0, size))
+    assert.equal(torn, false)
+    assert.equal(validBytes, size)
+    assert.equal(read.length, 4)
+    assert.deepEqual(read.map((r) => r.type), [1, 2, 1, 2])
+    assert.equal((read[1] as { docId: string }).docId, 'doc-é1')
+    assert.equal((read[3] as { docId: string }).docId, 'd')
+    const decoded = [...(read[0] as { points: VectorPoint[] }).points, ...(read[2] as { points: VectorPoint[] }).points]
+    assert.equal(decoded.length, points.length)
+    for (let i = 0; i < points.length; i++) {
+      assert.deepEqual(decoded[i].payload, points[i].payload)
+      assert.deepEqual([...decoded[i].dense], [...points[i].dense])
+      assert.deepEqual([...decoded[i].sparse.indices], [...points[i].sparse.indices])
+      assert.deepEqual([...decoded[i].sparse.values], [...points[i].sparse.values])
+    }
+    // A record cut short is the torn tail: the ones before it are read.
+    const cut = readRecords(group.subarray(0, size - 1))
+    assert.equal(cut.records.length, 3)
+    assert.equal(cut.torn, true)
   })
 })
 
