@@ -383,14 +383,15 @@ export class Collection {
     for (const o of group) if (o.record !== null) size += o.record.size
     if (size > 0) {
       // The group's records written one after another into one buffer: the one this loop reuses while writes keep
-      // coming, unless the group is larger (WAL_BUFFER_MAX).
+      // coming, unless the group is larger (WAL_BUFFER_MAX). A failure to allocate or encode fails the group's writes
+      // as a failed log write does.
       let data: Buffer
-      if (size > WAL_BUFFER_MAX) data = Buffer.allocUnsafe(size)
-      else {
-        if (this.walBuffer === null || this.walBuffer.length < size) this.walBuffer = Buffer.allocUnsafe(Math.min(WAL_BUFFER_MAX, Math.max(size, 2 * (this.walBuffer?.length ?? 0))))
-        data = this.walBuffer.subarray(0, size)
-      }
       try {
+        if (size > WAL_BUFFER_MAX) data = Buffer.allocUnsafe(size)
+        else {
+          if (this.walBuffer === null || this.walBuffer.length < size) this.walBuffer = Buffer.allocUnsafe(Math.min(WAL_BUFFER_MAX, Math.max(size, 2 * (this.walBuffer?.length ?? 0))))
+          data = this.walBuffer.subarray(0, size)
+        }
         let at = 0
         for (const o of group) {
           if (o.record === null) continue

@@ -23,7 +23,10 @@ import type { RowSet } from './filter.ts'
 import { TopK, type TieOrder } from './top-k.ts'
 
 interface Posting {
-  /** rows and weights share one buffer (rows first) where the list grew here; views of a snapshot's arrays after restore. */
+  /**
+   * Past ON_HEAP_POSTING entries of room (grown here), rows and weights share one buffer, rows first; below it, two small
+   * arrays; after a restore, views of the snapshot's arrays until the list grows.
+   */
   rows: Uint32Array
   weights: Float32Array
   /** Entries used in rows/weights, dead ones included. */
@@ -84,8 +87,11 @@ function resizePosting(p: Posting, cap: number): void {
     weights = new Float32Array(buf, cap * 4, cap)
   }
   if (p.len > 0) {
-    rows.set(p.rows.subarray(0, p.len))
-    weights.set(p.weights.subarray(0, p.len))
+    // A full list (every growth) is copied whole: a subarray of an array V8 keeps inside its object would first give it
+    // a buffer of its own.
+    const full = p.len === p.rows.length
+    rows.set(full ? p.rows : p.rows.subarray(0, p.len))
+    weights.set(full ? p.weights : p.weights.subarray(0, p.len))
   }
   p.rows = rows
   p.weights = weights

@@ -99,13 +99,6 @@ export function deleteDocRecord(docId: string): WalRecordWriter {
   }
 }
 
-/** A record in a buffer of its own (tests, and writers of one record). */
-export function encodeRecord(record: WalRecordWriter): Buffer {
-  const buf = Buffer.allocUnsafe(record.size)
-  record.write(buf, 0)
-  return buf
-}
-
 /** Typed-array copies, so they are aligned and do not pin the file buffer. */
 const f32At = (buf: Buffer, off: number, n: number) => new Float32Array(buf.buffer.slice(buf.byteOffset + off, buf.byteOffset + off + n * 4))
 const u32At = (buf: Buffer, off: number, n: number) => new Uint32Array(buf.buffer.slice(buf.byteOffset + off, buf.byteOffset + off + n * 4))

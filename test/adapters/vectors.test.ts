@@ -14,7 +14,7 @@ import { defaultQuantization, DenseIndex, GRAPH_FORMAT, quantizeI8, SEGMENT_ROWS
 import { rescoredRows } from '../../adapters/vectors/rescore.ts'
 import { SparseIndex } from '../../adapters/vectors/sparse-index.ts'
 import { postingSections } from '../../adapters/vectors/snapshot.ts'
-import { deleteDocRecord, encodeRecord, readRecords, upsertRecord } from '../../adapters/vectors/wal.ts'
+import { deleteDocRecord, readRecords, upsertRecord, type WalRecordWriter } from '../../adapters/vectors/wal.ts'
 import type { VectorFilter, VectorHit, VectorPoint } from '../../adapters/ports.ts'
 import { poolByScore } from '../../plugins/search/fusion.ts'
 import { rescoreAcrossKbs } from '../../plugins/search/service.ts'
@@ -397,6 +397,36 @@ describe('embedded vector store: persistence', () => {
     await assertMatchesReference(store, kb, [...live2, ...last], 10)
     assert.deepEqual(await store.docVectors(kb, 'last0'), last.map((p) => p.dense))
     await store.close()
+  })
+
+  it('replays log groups of every size after a restart: one past the write loop\'s buffer, and small ones written over a larger one\'s bytes', async (t) => {
+    const dir = await tempDir(t)
+    const kb = 'kb-groups'
+    const dims = 512
+    const reopen = () => createEmbeddedVectorStore({ dir, dimensions: dims, snapshotIdleMs: 0, snapshotOnClose: false })
+    let store = await reopen()
+    await store.ensureCollection(kb, dims)
+    const batch = (n: number, seed: number, prefix: string) => randomPoints(kb, n, seed, dims, 10, prefix)
+    // Written in one tick: the first write is a group of its own, the two after it share the next one, in the buffer the
+    // first left 600 KB of its bytes in.
+    const big = batch(300, 31, 'big')
+    const small = [batch(5, 32, 'sa'), batch(7, 33, 'sb')]
+    await Promise.all([store.upsert(kb, big), ...small.map((b) => store.upsert(kb, b))])
+    // Over 2 MB (1,200 points of 512 dimensions): a buffer of its own.
+    const huge = batch(1200, 34, 'huge')
+    await store.upsert(kb, huge)
+    assert.equal(await store.deleteByDoc(kb, 'big3'), 10)
+    const late = batch(12, 35, 'late')
+    await Promise.all([store.upsert(kb, late.slice(0, 6)), store.upsert(kb, late.slice(6))])
+    const live = [...big.filter((p) => p.payload.doc_id !== 'big3'), ...small.flat(), ...huge, ...late]
+    await assertMatchesReference(store, kb, live, 41, dims)
+    await store.close()
+    const files = await fs.readdir(join(dir, kb))
+    assert.ok(!files.some((f) => f.startsWith('points-')), 'no snapshot: the restart replays the log')
+    store = await reopen()
+    t.after(() => store.close())
+    await assertMatchesReference(store, kb, live, 42, dims)
+    assert.deepEqual(await store.docVectors(kb, 'late1'), late.slice(10).map((p) => p.dense))
   })
 
   it('a hit keeps the payload of the moment it was found, when its row is rewritten before the payload is read', async (t) => {
@@ -905,6 +935,52 @@ describe('sparse index: posting lists', () => {
     }
     assert.equal(listOf(0).len, 700)
     for (const q of [...queries, { indices: Uint32Array.of(7, 0), values: Float32Array.of(2, 1) }]) assertAsBruteForce(index, rows, q)
+  })
+
+  it("copies a restored snapshot's list out into a buffer of its own the first time it grows", () => {
+    // 40 rows: term 0 in every one, term 1 in the even ones, term 2 in row 5 only; as a snapshot stores them.
+    const rows = new Map<number, { indices: Uint32Array; values: Float32Array }>()
+    for (let row = 0; row < 40; row++) {
+      const terms = [0, ...(row % 2 === 0 ? [1] : []), ...(row === 5 ? [2] : [])]
+      rows.set(row, { indices: Uint32Array.from(terms), values: Float32Array.from(terms, (t) => 1 + ((row * 7 + t) % 5) / 2) })
+    }
+    const offsets = new Uint32Array(41)
+    for (let row = 0; row < 40; row++) offsets[row + 1] = offsets[row] + rows.get(row)!.indices.length
+    const vectors = { offsets, indices: new Uint32Array(offsets[40]), values: new Float32Array(offsets[40]) }
+    for (let row = 0; row < 40; row++) {
+      vectors.indices.set(rows.get(row)!.indices, offsets[row])
+      vectors.values.set(rows.get(row)!.values, offsets[row])
+    }
+    const terms = Uint32Array.of(0, 1, 2)
+    const lists = [0, 1, 2].map((t) => [...rows].filter(([, v]) => v.indices.includes(t)).map(([row, v]) => [row, v.values[v.indices.indexOf(t)]]))
+    const postingOffsets = Uint32Array.of(0, lists[0].length, lists[0].length + lists[1].length, lists[0].length + lists[1].length + 1)
+    const postings = { terms, offsets: postingOffsets, rows: Uint32Array.from(lists.flat(), (e) => e[0]), weights: Float32Array.from(lists.flat(), (e) => e[1]) }
+    const index = new SparseIndex({ blockEntries: 64 })
+    index.restore(Uint32Array.from({ length: 40 }, (_, i) => i), vectors, postings, 40)
+    const listOf = (term: number) => {
+      const c = index.capture()
+      const i = [...c.terms].indexOf(term)
+      return { rows: c.rows[i], weights: c.weights[i], len: c.lens[i] }
+    }
+    assert.equal(listOf(0).rows.buffer, postings.rows.buffer, "a restored list is a view of the snapshot's arrays")
+    const queries = [[0], [1], [2, 0], [0, 1, 2, 3]].map((ts) => ({ indices: Uint32Array.from(ts), values: Float32Array.from(ts, (_, i) => 1 + i) }))
+    for (const q of queries) assertAsBruteForce(index, rows, q)
+    for (let row = 40; row < 45; row++) {
+      const v = { indices: Uint32Array.of(0, 2, 3), values: Float32Array.of(0.5, 2, 1) }
+      index.add(row, v)
+      rows.set(row, v)
+    }
+    for (const term of [0, 2]) {
+      const l = listOf(term)
+      assert.notEqual(l.rows.buffer, postings.rows.buffer, `term ${term}`)
+      assert.equal(l.len, term === 0 ? 45 : 6)
+    }
+    // Term 0 outgrew the snapshot's 40 entries: twice that (doubling below 64), in one buffer.
+    assert.equal(listOf(0).rows.buffer, listOf(0).weights.buffer)
+    assert.equal(listOf(0).rows.length, 80)
+    // The snapshot's arrays are as they were.
+    assert.deepEqual([...postings.rows.subarray(0, 40)], Array.from({ length: 40 }, (_, i) => i))
+    for (const q of queries) assertAsBruteForce(index, rows, q)
   })
 })
 
@@ -1654,6 +1730,13 @@ describe('embedded vector store: filtered search', () => {
 })
 
 describe('vector log records', () => {
+  /** A record in a buffer of its own. */
+  const encodeRecord = (record: WalRecordWriter): Buffer => {
+    const buf = Buffer.allocUnsafe(record.size)
+    record.write(buf, 0)
+    return buf
+  }
+
   it('writes a group of records into a reused buffer exactly as each alone, and reads them back', () => {
     const kb = 'kb-wal'
     // Payload JSON of 1 to 4 bytes past a multiple of 4 (the pad after it), non-ASCII text, and sparse vectors of 0 to 3 terms.
