@@ -46,10 +46,14 @@ export const TARGETS = ALL_TARGETS.ingest
 
 const DIMS = 1024
 
-/** A thread's CPU time so far (user + system, ms) and its name (kernel/thread-name.mjs names our worker threads). */
+/**
+ * A thread's CPU time so far (user + system, ms), its name (kernel/thread-name.mjs names our worker threads), and
+ * how long it has waited, runnable, for a core (ms; /proc's schedstat, absent where the kernel keeps none).
+ */
 interface ThreadCpu {
   ms: number
   name: string
+  waitMs?: number
 }
 
 /**
@@ -74,7 +78,11 @@ function threadCpuMs(): Map<number, ThreadCpu> {
       // 13th fields after it.
       const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
       const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      out.set(Number(tid), { ms: (Number(f[11]) + Number(f[12])) * tick, name })
+      const t: ThreadCpu = { ms: (Number(f[11]) + Number(f[12])) * tick, name }
+      // schedstat: ns on a core, ns waiting on a run queue, timeslices.
+      const wait = Number(readFileSync(`/proc/self/task/${tid}/schedstat`, 'utf8').split(' ')[1])
+      if (Number.isFinite(wait)) t.waitMs = wait / 1e6
+      out.set(Number(tid), t)
     } catch {
       // The thread ended between the listing and the read.
     }
@@ -138,13 +146,22 @@ export interface ThreadShares {
   other: number[]
   /** Every thread but the main one, busiest first (the form of earlier reports). */
   others: number[]
+  /**
+   * Time spent runnable but waiting for a core, ms per document, by the same roles (the compute pool's workers and the
+   * rest summed); null where /proc has no schedstat. Work that waits here on a 2-core machine is work the cores had no
+   * room for: less CPU elsewhere, not more threads, makes it run sooner.
+   */
+  waiting: { main: number; compute: number; metadata: number; other: number } | null
 }
 
 /** Per-thread CPU between two readings, ms per document, by the threads' roles (their names). */
 export function threadShares(before: Map<number, ThreadCpu>, after: Map<number, ThreadCpu>, docs: number, mainTid = process.pid): ThreadShares {
-  const out: ThreadShares = { main: 0, compute: [], metadata: 0, other: [], others: [] }
+  const out: ThreadShares = { main: 0, compute: [], metadata: 0, other: [], others: [], waiting: { main: 0, compute: 0, metadata: 0, other: 0 } }
   for (const [tid, t] of after) {
     const ms = (t.ms - (before.get(tid)?.ms ?? 0)) / docs
+    const role = tid === mainTid ? 'main' : t.name === 'quarry-compute' ? 'compute' : t.name === 'quarry-metadata' ? 'metadata' : 'other'
+    if (t.waitMs === undefined) out.waiting = null
+    else if (out.waiting !== null) out.waiting[role] += (t.waitMs - (before.get(tid)?.waitMs ?? 0)) / docs
     if (tid === mainTid) {
       out.main = ms
       continue
@@ -424,6 +441,13 @@ export async function run(opts: IngestBenchOptions = { quick: true }) {
         other: round(ours.threads.other.reduce((a, b) => a + b, 0), 2),
         others: ours.threads.others.slice(0, 8).map((x) => round(x, 2)),
       },
+      // The same threads' time runnable but waiting for a core, ms per document (Linux schedstat; null elsewhere).
+      run_queue_wait_ms_per_doc_by_thread: ours.threads.waiting === null ? null : {
+        main: round(ours.threads.waiting.main, 2),
+        compute: round(ours.threads.waiting.compute, 2),
+        metadata: round(ours.threads.waiting.metadata, 2),
+        other: round(ours.threads.waiting.other, 2),
+      },
       ratio_vs_baseline: ratio,
       // The upload client, a process of its own on the same cores (the script has none): its CPU per document, and the
       // cores the service and the client kept busy together over the measured run (of machine().cores).
@@ -462,6 +486,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     say(`CPU ms per document, all threads ${r.cpu_ms_per_doc} vs the script's ${r.baseline_cpu_ms_per_doc}: ${r.cpu_per_doc_vs_baseline}x (target <= ${TARGETS.cpu_per_document_vs_script_max}x: ${verdict(j.cpu_per_document_vs_script)})`)
     const t = r.cpu_ms_per_doc_by_thread
     say(`  by thread: main ${t.main}, compute pool ${t.compute.join(' + ') || '-'}, metadata (PGlite) ${t.metadata}, V8 helpers and libuv ${t.other}`)
+    const w = r.run_queue_wait_ms_per_doc_by_thread
+    if (w !== null) say(`  waiting for a core, ms per document: main ${w.main}, compute pool ${w.compute}, metadata ${w.metadata}, V8 helpers and libuv ${w.other}`)
     say(`  the upload client's process on the same cores ${r.upload_client_cpu_ms_per_doc}; cores busy, service and client: ${r.cores_busy} of ${m.cores}`)
     const at = r.growth[String(TARGETS.peak_rss_at_documents)]?.peak_rss_mb
     say(`peak RSS ${r.peak_rss_mb} MB; at ${TARGETS.peak_rss_at_documents} documents ${at ?? '-'} MB (target <= ${TARGETS.peak_rss_mb_max} MB: ${verdict(j.peak_rss_at_documents)}); growth from ${TARGETS.rss_growth_from_documents} ${r.peak_rss_growth_pct ?? '-'} % (target <= ${TARGETS.rss_growth_max_pct} %: ${verdict(j.peak_rss_growth)})`)

@@ -233,6 +233,12 @@ function ingest(raw: unknown): Normalised {
     const others = at(raw, 'results.cpu_ms_per_doc_by_thread.others')
     if (Array.isArray(others) && others.length > 0) notes.push(`CPU ms per document of the service's other threads, busiest first: ${others.join(', ')}`)
   }
+  // Runnable but without a core (Linux schedstat): a machine with no core to spare shows it here, not as idle cores.
+  const waiting = at(raw, 'results.run_queue_wait_ms_per_doc_by_thread') as Record<string, unknown> | null | undefined
+  if (waiting && typeof waiting === 'object') {
+    const w = (k: string) => Number(waiting[k])
+    notes.push(`ms per document the service's threads waited, runnable, for a core: main ${w('main')}, compute pool ${w('compute')}, metadata ${w('metadata')}, V8's helpers and libuv ${w('other')}`)
+  }
   // The upload client runs on the same cores as the service (the script has no client): what the machine had left.
   const clientCpu = num(raw, 'results.upload_client_cpu_ms_per_doc')
   if (clientCpu !== undefined) add('CPU ms per document, the upload client (same cores)', clientCpu, null, { unit: 'ms', higher_is_better: false, tracked: false })

@@ -63,5 +63,17 @@ describe('threadShares (the ingest bench)', () => {
     assert.equal(s.metadata, 2)
     assert.deepEqual(s.other, [3, 1])
     assert.deepEqual(s.others, [4, 3, 2, 2, 1])
+    // No schedstat in the readings: no wait figures.
+    assert.equal(s.waiting, null)
+  })
+
+  it('splits the time runnable but waiting for a core the same way, per document', () => {
+    const t = (ms: number, name: string, waitMs: number) => ({ ms, name, waitMs })
+    const before = new Map([[10, t(100, 'node', 40)], [11, t(50, 'quarry-compute', 10)], [12, t(0, 'quarry-compute', 0)], [13, t(20, 'quarry-metadata', 5)], [14, t(5, 'node', 1)]])
+    // Thread 15 started during the run: all its wait is the run's.
+    const after = new Map([[10, t(700, 'node', 240)], [11, t(450, 'quarry-compute', 310)], [12, t(200, 'quarry-compute', 100)], [13, t(220, 'quarry-metadata', 55)], [14, t(105, 'node', 51)], [15, t(300, 'node', 150)]])
+    const s = threadShares(before, after, 100, 10)
+    assert.deepEqual(s.waiting, { main: 2, compute: 4, metadata: 0.5, other: 2 })
+    assert.equal(s.main, 6)
   })
 })
