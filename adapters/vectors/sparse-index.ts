@@ -65,9 +65,6 @@ export interface PostingsData {
 const FIRST_POSTING = 4
 const grownCapacity = (len: number): number => (len < 64 ? len * 2 : len + (len >>> 1)) || FIRST_POSTING
 
-const EMPTY_ROWS = new Uint32Array(0)
-const EMPTY_WEIGHTS = new Float32Array(0)
-
 /**
  * Capacities up to this stay two arrays of their own: V8 keeps a typed array of up to 64 bytes inside its object, on
  * the JavaScript heap, with no backing store to share (V8_TYPED_ARRAY_MAX_SIZE_IN_HEAP).
@@ -212,8 +209,8 @@ export class SparseIndex {
       const term = indices[i]
       let p = this.postings.get(term)
       if (p === undefined) {
-        p = { rows: EMPTY_ROWS, weights: EMPTY_WEIGHTS, len: 0, df: 0 }
-        resizePosting(p, FIRST_POSTING)
+        // FIRST_POSTING is below ON_HEAP_POSTING: two small arrays, as resizePosting makes them.
+        p = { rows: new Uint32Array(FIRST_POSTING), weights: new Float32Array(FIRST_POSTING), len: 0, df: 0 }
         this.postings.set(term, p)
       } else if (p.len === p.rows.length) {
         resizePosting(p, grownCapacity(p.len))
