@@ -16,7 +16,7 @@
 // `--service-only --documents=N [--profile=<file>]` runs the service part alone (in a child, as above) and prints
 // its JSON; with --profile it also writes a .cpuprofile of the service's main thread over the measured run.
 import { spawn } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
@@ -88,6 +88,29 @@ function threadCpuMs(): Map<number, ThreadCpu> {
     }
   }
   return out
+}
+
+/**
+ * What creating a file costs on a folder's file system, µs of wall time per file (openSync 'wx', then closeSync, on
+ * this thread: the median of rounds of 16). The service creates one file per document, its original, in the object
+ * store's temporary folder (adapters/objects/local.ts), and the cost moves with the file system's state, not with
+ * the service: on ext4 without a journal (this machine's disk) the inode allocator reads past every inode freed
+ * shortly before, one by one (fs/ext4/ialloc.c, recently_deleted), and the same loop measured 22 µs per file in one
+ * folder and 460-885 µs in folders near files just deleted (AMD EPYC, 2 cores), where a document's file then costs
+ * the service that much CPU.
+ * The files stay until remove(): deleted before the measured run, they would make its own files slower to create.
+ */
+export function fileCreateProbe(dir: string, files = 64): { us: number; remove(): void } {
+  mkdirSync(dir, { recursive: true })
+  const probe = mkdtempSync(join(dir, 'create-probe-'))
+  const rounds: number[] = []
+  for (let r = 0; r * 16 < files; r++) {
+    const t0 = performance.now()
+    for (let i = r * 16; i < Math.min(files, (r + 1) * 16); i++) closeSync(openSync(join(probe, String(i)), 'wx'))
+    rounds.push(((performance.now() - t0) * 1000) / Math.min(16, files - r * 16))
+  }
+  rounds.sort((a, b) => a - b)
+  return { us: rounds[Math.floor(rounds.length / 2)], remove: () => rmSync(probe, { recursive: true, force: true }) }
 }
 
 /**
@@ -263,6 +286,8 @@ async function service(files: string, warm: string | undefined, concurrency: num
       await (await ingestRun(app, base, 'warm', warm, concurrency))()
       await store.whenIndexed?.('warm')
     }
+    // Beside the object store's own temporary files, after the warm-up: the files stay until the run is over.
+    const createProbe = fileCreateProbe(join(settings.data_dir, 'objects', 'tmp'))
     const count = readdirSync(files).length
     const bar = progress('ingest', count, { unit: 'docs' })
     // The client started before the timed part (and its profile) begins.
@@ -289,10 +314,11 @@ async function service(files: string, warm: string | undefined, concurrency: num
       clearInterval(sampler)
     }
     const graphCatchUp = (performance.now() - graphStarted) / 1000
+    createProbe.remove()
     catchUp.sample()
     const peakRssMb = Math.max(rssMaxMb, catchUp.max / 2 ** 20)
     const memoryAtPeak = rssMaxMb >= catchUp.max / 2 ** 20 ? atPeak : catchUp.atPeak
-    return { seconds, cpuMs, threads, uploadClientCpuMs, graphCatchUp, counts, metrics, peakRssMb, ingestPeakRssMb: rssMaxMb, highWaterRssMb: process.resourceUsage().maxRSS / 1024, memoryAtPeak, eventLoopDelayMs }
+    return { seconds, cpuMs, threads, uploadClientCpuMs, fileCreateUs: createProbe.us, graphCatchUp, counts, metrics, peakRssMb, ingestPeakRssMb: rssMaxMb, highWaterRssMb: process.resourceUsage().maxRSS / 1024, memoryAtPeak, eventLoopDelayMs }
   } finally {
     await app.close()
     rmSync(dir, { recursive: true, force: true })
@@ -449,6 +475,9 @@ export async function run(opts: IngestBenchOptions = { quick: true }) {
         other: round(ours.threads.waiting.other, 2),
       },
       ratio_vs_baseline: ratio,
+      // Creating a file in the service's data folder, µs (fileCreateProbe): the service creates one per document, and
+      // on some file systems its cost swings with what was deleted nearby, taking the CPU per document with it.
+      file_create_us: round(ours.fileCreateUs, 1),
       // The upload client, a process of its own on the same cores (the script has none): its CPU per document, and the
       // cores the service and the client kept busy together over the measured run (of machine().cores).
       upload_client_cpu_ms_per_doc: round(ours.uploadClientCpuMs / count, 2),
@@ -489,6 +518,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     const w = r.run_queue_wait_ms_per_doc_by_thread
     if (w !== null) say(`  waiting for a core, ms per document: main ${w.main}, compute pool ${w.compute}, metadata ${w.metadata}, V8 helpers and libuv ${w.other}`)
     say(`  the upload client's process on the same cores ${r.upload_client_cpu_ms_per_doc}; cores busy, service and client: ${r.cores_busy} of ${m.cores}`)
+    say(`  creating a file in the data folder: ${r.file_create_us} µs (the service creates one per document; the file system's state sets it)`)
     const at = r.growth[String(TARGETS.peak_rss_at_documents)]?.peak_rss_mb
     say(`peak RSS ${r.peak_rss_mb} MB; at ${TARGETS.peak_rss_at_documents} documents ${at ?? '-'} MB (target <= ${TARGETS.peak_rss_mb_max} MB: ${verdict(j.peak_rss_at_documents)}); growth from ${TARGETS.rss_growth_from_documents} ${r.peak_rss_growth_pct ?? '-'} % (target <= ${TARGETS.rss_growth_max_pct} %: ${verdict(j.peak_rss_growth)})`)
   }

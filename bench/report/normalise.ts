@@ -244,6 +244,9 @@ function ingest(raw: unknown): Normalised {
   if (clientCpu !== undefined) add('CPU ms per document, the upload client (same cores)', clientCpu, null, { unit: 'ms', higher_is_better: false, tracked: false })
   const busy = num(raw, 'results.cores_busy')
   if (busy !== undefined) notes.push(`cores busy over the measured run, service and upload client together: ${busy} of ${num(raw, 'machine.cores') ?? 'the machine\'s'}`)
+  // The file system's share of the service's CPU per document (bench/ingest.bench.ts fileCreateProbe): one file per document.
+  const createUs = num(raw, 'results.file_create_us')
+  if (createUs !== undefined) notes.push(`creating a file in the service's data folder took ${createUs} µs; the service creates one per document, so the file system's state moves the CPU per document by that much`)
   // From the first upload until the graph caught up; the target is defined at 5,000 documents (the growth series).
   const rssAt = `at ${count(T.peak_rss_at_documents)} documents`
   add('peak RSS', num(raw, 'results.peak_rss_mb'), null,
