@@ -27,8 +27,9 @@ import { createLogger } from '../kernel/log.ts'
 import { defaultPlugins } from '../kernel/plugins.ts'
 import { STAGES, type PipelineMetrics } from '../plugins/docs/pipeline.ts'
 import type { GeneratedDoc } from './lib/corpus.ts'
-import { machine, round } from './lib/machine.ts'
+import { machine, median, round } from './lib/machine.ts'
 import { progress } from './lib/progress.ts'
+import { startUploadClient } from './lib/upload-client.ts'
 import { TARGETS as ALL_TARGETS } from './report/targets.ts'
 import { profileWhile } from './search/profile.ts'
 
@@ -91,26 +92,29 @@ function threadCpuMs(): Map<number, ThreadCpu> {
 }
 
 /**
- * What creating a file costs on a folder's file system, µs of wall time per file (openSync 'wx', then closeSync, on
- * this thread: the median of rounds of 16). The service creates one file per document, its original, in the object
- * store's temporary folder (adapters/objects/local.ts), and the cost moves with the file system's state, not with
- * the service: on ext4 without a journal (this machine's disk) the inode allocator reads past every inode freed
- * shortly before, one by one (fs/ext4/ialloc.c, recently_deleted), and the same loop measured 22 µs per file in one
- * folder and 460-885 µs in folders near files just deleted (AMD EPYC, 2 cores), where a document's file then costs
- * the service that much CPU.
- * The files stay until remove(): deleted before the measured run, they would make its own files slower to create.
+ * What creating a file costs in `dir`, µs of wall time per file (openSync 'wx' and closeSync on this thread; the median
+ * of rounds of 16). The service creates a file per document (its original, in the object store's temporary folder),
+ * and the cost follows the file system's state, not the service: on ext4 without a journal (this machine's disk) the
+ * inode allocator reads past every inode freed shortly before, one by one (fs/ext4/ialloc.c, recently_deleted). The
+ * files stay, in a folder of their own, until remove(): deleted before the run, they would slow its own creations.
  */
 export function fileCreateProbe(dir: string, files = 64): { us: number; remove(): void } {
   mkdirSync(dir, { recursive: true })
   const probe = mkdtempSync(join(dir, 'create-probe-'))
+  const remove = () => rmSync(probe, { recursive: true, force: true })
   const rounds: number[] = []
-  for (let r = 0; r * 16 < files; r++) {
-    const t0 = performance.now()
-    for (let i = r * 16; i < Math.min(files, (r + 1) * 16); i++) closeSync(openSync(join(probe, String(i)), 'wx'))
-    rounds.push(((performance.now() - t0) * 1000) / Math.min(16, files - r * 16))
+  try {
+    for (let from = 0; from < files; from += 16) {
+      const to = Math.min(files, from + 16)
+      const t0 = performance.now()
+      for (let i = from; i < to; i++) closeSync(openSync(join(probe, String(i)), 'wx'))
+      rounds.push(((performance.now() - t0) * 1000) / (to - from))
+    }
+  } catch (err) {
+    remove()
+    throw err
   }
-  rounds.sort((a, b) => a - b)
-  return { us: rounds[Math.floor(rounds.length / 2)], remove: () => rmSync(probe, { recursive: true, force: true }) }
+  return { us: median(rounds), remove }
 }
 
 /**
@@ -210,19 +214,8 @@ async function ingestRun(app: App, base: string, kb: string, files: string, conc
   const docsPlugin = app.use<{ metrics: PipelineMetrics; service: { repo: { counts(kb: string): Promise<Map<string, Record<string, number>>> } } }>('docs')
   // A copy, stage times included: the pipeline adds to its counters in place.
   const before = { ...docsPlugin.metrics, stageMs: { ...docsPlugin.metrics.stageMs } }
-  const client = spawn(process.execPath, ['--import', 'tsx', 'bench/lib/upload-client.ts', base, kb, files, String(concurrency)], { stdio: ['pipe', 'pipe', 'inherit'] })
-  const clientDone = new Promise<number>((resolve) => client.once('exit', (code) => resolve(code ?? 1)))
-  let clientCode: number | null = null
-  void clientDone.then((c) => (clientCode = c))
   // The clock starts once the client has its files in memory and is told to go. Its last line is its own CPU.
-  let clientOut = ''
-  await new Promise<void>((resolve, reject) => {
-    client.stdout!.setEncoding('utf8').on('data', (d: string) => {
-      clientOut += d
-      if (clientOut.startsWith('ready\n')) resolve()
-    })
-    void clientDone.then((c) => reject(new Error(`the upload client exited (code ${c}) before it was ready`)))
-  })
+  const client = await startUploadClient(base, kb, files, concurrency)
   return async () => {
     const started = performance.now()
     const cpu0 = process.cpuUsage()
@@ -230,7 +223,7 @@ async function ingestRun(app: App, base: string, kb: string, files: string, conc
     // How long the main thread was held at a time: what a search arriving during the ingest waits on top of its own work.
     const delay = monitorEventLoopDelay({ resolution: 1 })
     delay.enable()
-    client.stdin!.end('go\n')
+    client.go()
     let finished = 0
     let counts: Record<string, number> = {}
     // RSS sampled every turn: the process's high-water mark (maxRSS) also holds its start, when PGlite's initdb of a
@@ -239,7 +232,7 @@ async function ingestRun(app: App, base: string, kb: string, files: string, conc
     while (finished < count) {
       await new Promise((r) => setTimeout(r, 100))
       peak.sample()
-      if (clientCode !== null && clientCode !== 0) throw new Error(`the upload client failed (exit ${clientCode})`)
+      if (client.code !== null && client.code !== 0) throw new Error(`the upload client failed (exit ${client.code})`)
       // The pipeline's own counters each turn (no query); the database confirms once they say done, so the
       // benchmark does not load the metadata store it measures.
       const m = docsPlugin.metrics
@@ -257,9 +250,7 @@ async function ingestRun(app: App, base: string, kb: string, files: string, conc
     const cpu = process.cpuUsage(cpu0)
     const cpuMs = (cpu.user + cpu.system) / 1000
     const threads = threadShares(threads0, threadCpuMs(), count)
-    const clientExit = await clientDone
-    if (clientExit !== 0) throw new Error(`the upload client failed (exit ${clientExit})`)
-    const clientReport = JSON.parse(clientOut.trim().split('\n').at(-1)!) as { cpu_ms: number }
+    const clientReport = await client.result()
     const m = docsPlugin.metrics
     const metrics: PipelineMetrics = {
       documents: m.documents - before.documents, indexed: m.indexed - before.indexed, failed: m.failed - before.failed,
@@ -348,7 +339,8 @@ async function serviceInChild(docs: GeneratedDoc[], concurrency: number, profile
     const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'], env: serviceEnv(process.env) })
     let out = ''
     child.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d))
-    const code = await new Promise<number>((resolve) => child.once('exit', (c) => resolve(c ?? 1)))
+    // 'close', not 'exit': its JSON may still be arriving when it exits.
+    const code = await new Promise<number>((resolve) => child.once('close', (c) => resolve(c ?? 1)))
     if (code !== 0) throw new Error(`the ingest service run (${docs.length} documents) exited with code ${code}`)
     return JSON.parse(out) as ServiceResult
   } finally {
@@ -476,7 +468,7 @@ export async function run(opts: IngestBenchOptions = { quick: true }) {
       },
       ratio_vs_baseline: ratio,
       // Creating a file in the service's data folder, µs (fileCreateProbe): the service creates one per document, and
-      // on some file systems its cost swings with what was deleted nearby, taking the CPU per document with it.
+      // on some file systems the cost swings with what was deleted nearby, moving the time per document with it.
       file_create_us: round(ours.fileCreateUs, 1),
       // The upload client, a process of its own on the same cores (the script has none): its CPU per document, and the
       // cores the service and the client kept busy together over the measured run (of machine().cores).

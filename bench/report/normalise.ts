@@ -246,7 +246,7 @@ function ingest(raw: unknown): Normalised {
   if (busy !== undefined) notes.push(`cores busy over the measured run, service and upload client together: ${busy} of ${num(raw, 'machine.cores') ?? 'the machine\'s'}`)
   // The file system's share of the service's CPU per document (bench/ingest.bench.ts fileCreateProbe): one file per document.
   const createUs = num(raw, 'results.file_create_us')
-  if (createUs !== undefined) notes.push(`creating a file in the service's data folder took ${createUs} µs; the service creates one per document, so the file system's state moves the CPU per document by that much`)
+  if (createUs !== undefined) notes.push(`creating a file in the service's data folder took ${createUs} µs; the service creates one per document, so the file system's state moves the time per document by up to that much`)
   // From the first upload until the graph caught up; the target is defined at 5,000 documents (the growth series).
   const rssAt = `at ${count(T.peak_rss_at_documents)} documents`
   add('peak RSS', num(raw, 'results.peak_rss_mb'), null,

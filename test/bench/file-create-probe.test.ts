@@ -27,7 +27,7 @@ describe('fileCreateProbe (the ingest bench)', () => {
     assert.deepEqual(readdirSync(dir), ['upload.tmp'])
   })
 
-  it('fails where it cannot create files, and leaves nothing behind', (t) => {
+  it('fails where its folder cannot be made, and leaves nothing behind', (t) => {
     const root = mkdtempSync(join(tmpdir(), 'quarry-create-probe-'))
     t.after(() => rmSync(root, { recursive: true, force: true }))
     writeFileSync(join(root, 'file'), 'x')

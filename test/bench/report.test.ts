@@ -196,7 +196,7 @@ describe('normalisation of each benchmark', () => {
     assert.ok(n.notes.includes("cores busy over the measured run, service and upload client together: 1.62 of the machine's"), n.notes.join('; '))
     assert.ok(n.notes.includes("ms per document the service's threads waited, runnable, for a core: main 2.5, compute pool 3.25, metadata 0.5, V8's helpers and libuv 1.75"), n.notes.join('; '))
     // The file system's cost of the file each document gets (bench/ingest.bench.ts fileCreateProbe).
-    assert.ok(n.notes.includes("creating a file in the service's data folder took 412.5 µs; the service creates one per document, so the file system's state moves the CPU per document by that much"), n.notes.join('; '))
+    assert.ok(n.notes.includes("creating a file in the service's data folder took 412.5 µs; the service creates one per document, so the file system's state moves the time per document by up to that much"), n.notes.join('; '))
     const stall = byMetric(n.comparisons, 'longest event-loop stall while ingesting')
     assert.deepEqual([stall.ours, stall.higher_is_better], [41, false])
     assert.equal(byMetric(n.comparisons, 'event-loop delay p99 while ingesting').ours, 12.5)

@@ -1,12 +1,12 @@
 // The ingest benchmark's upload client (bench/lib/upload-client.ts): its request body is the one FormData sends, and
-// the client, run as the benchmark runs it, uploads every file of a folder into a real service, names and bytes intact.
+// the client, started as the benchmark starts it, uploads every file of a folder into a real service, names and bytes
+// intact, and fails loudly on a refused upload or a concurrency that would upload nothing.
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
-import { multipartUpload } from '../../bench/lib/upload-client.ts'
+import { multipartUpload, startUploadClient } from '../../bench/lib/upload-client.ts'
 import { startApp, uniqueId } from '../helpers/app.ts'
 
 /** FormData's own encoding of one part `file` (undici, as fetch sends it), with its boundary. */
@@ -45,24 +45,14 @@ describe('ingest bench upload client', () => {
     for (let i = 0; i < 7; i++) files[`note-${i}.md`] = `# Note ${i}\n\n${'word '.repeat(50 + i * 13)}${i}\n`
     for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text)
 
-    // As the benchmark runs it: a process of its own, told to go once it says it is ready, with fewer workers than files.
-    const client = spawn(process.execPath, ['--import', 'tsx', 'bench/lib/upload-client.ts', svc.url, kb, dir, '3'], { stdio: ['pipe', 'pipe', 'pipe'] })
-    let out = ''
-    let err = ''
-    client.stderr!.on('data', (d: Buffer) => (err += d))
-    const exited = new Promise<number | null>((resolve) => client.once('exit', resolve))
-    await new Promise<void>((resolve, reject) => {
-      client.stdout!.setEncoding('utf8').on('data', (d: string) => {
-        out += d
-        if (out.startsWith('ready\n')) resolve()
-      })
-      void exited.then((code) => reject(new Error(`client exited (${code}) before it was ready: ${err}`)))
-    })
-    client.stdin!.end('go\n')
-    assert.equal(await exited, 0, err)
-    const report = JSON.parse(out.trim().split('\n').at(-1)!) as { uploaded: number; cpu_ms: number }
-    assert.equal(report.uploaded, 7)
+    // As the benchmark runs it (startUploadClient), with fewer workers than files.
+    const client = await startUploadClient(svc.url, kb, dir, 3, 'pipe')
+    assert.equal(client.code, null, 'ready and waiting for go()')
+    client.go()
+    const report = await client.result()
+    assert.equal(report.uploaded, 7, 'every upload answered 202')
     assert.ok(report.cpu_ms > 0, 'the client reports the CPU it spent')
+    assert.equal(client.code, 0)
 
     const list = await (await svc.request(`/api/kb/${kb}/docs?page_size=100`)).json() as { items: { doc_id: string; source: string }[]; total: number }
     assert.equal(list.total, 7, 'one document per file')
@@ -80,12 +70,21 @@ describe('ingest bench upload client', () => {
     t.after(() => rmSync(dir, { recursive: true, force: true }))
     writeFileSync(join(dir, 'a.md'), '# A\n\ntext\n')
     // No such KB: the first upload answers 404 and the client exits 1 naming it.
-    const client = spawn(process.execPath, ['--import', 'tsx', 'bench/lib/upload-client.ts', svc.url, uniqueId('ghost'), dir, '1'], { stdio: ['pipe', 'pipe', 'pipe'] })
-    let err = ''
-    client.stderr!.on('data', (d: Buffer) => (err += d))
-    client.stdout!.once('data', () => client.stdin!.end('go\n'))
-    const code = await new Promise<number | null>((resolve) => client.once('exit', resolve))
-    assert.equal(code, 1)
-    assert.match(err, /upload of a\.md answered 404/)
+    const client = await startUploadClient(svc.url, uniqueId('ghost'), dir, 1, 'pipe')
+    client.go()
+    await assert.rejects(client.result(), /failed \(exit 1\): upload of a\.md answered 404/)
+    assert.equal(client.code, 1)
+  })
+
+  it('refuses a concurrency that would upload nothing, before it is ready', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'quarry-upload-client-'))
+    t.after(() => rmSync(dir, { recursive: true, force: true }))
+    writeFileSync(join(dir, 'a.md'), '# A\n\ntext\n')
+    for (const bad of [0, 1.5, Number.NaN]) {
+      const started = startUploadClient('http://127.0.0.1:1', 'kb', dir, bad, 'pipe')
+      // a client that did get ready would wait for go() for ever
+      t.after(() => started.then((c) => c.kill(), () => {}))
+      await assert.rejects(started, /exited \(code 2\) before it was ready: concurrency must be an integer >= 1/)
+    }
   })
 })
