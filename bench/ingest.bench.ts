@@ -20,6 +20,7 @@ import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync,
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { monitorEventLoopDelay } from 'node:perf_hooks'
+import type { ComputePoolStats } from '../compute/pool.ts'
 import { fixMallocThresholds, serviceEnv, serviceExecArgv } from '../kernel/allocator.ts'
 import { createApp, type App } from '../kernel/app.ts'
 import { resolveSettings } from '../kernel/config/load.ts'
@@ -211,7 +212,7 @@ export function threadShares(before: Map<number, ThreadCpu>, after: Map<number, 
 async function ingestRun(app: App, base: string, kb: string, files: string, concurrency: number, bar?: ReturnType<typeof progress>) {
   const count = readdirSync(files).length
   await fetch(`${base}/api/kb`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ kb_id: kb }) })
-  const docsPlugin = app.use<{ metrics: PipelineMetrics; service: { repo: { counts(kb: string): Promise<Map<string, Record<string, number>>> } } }>('docs')
+  const docsPlugin = app.use<{ metrics: PipelineMetrics; pool: { stats(): ComputePoolStats }; service: { repo: { counts(kb: string): Promise<Map<string, Record<string, number>>> } } }>('docs')
   // A copy, stage times included: the pipeline adds to its counters in place.
   const before = { ...docsPlugin.metrics, stageMs: { ...docsPlugin.metrics.stageMs } }
   // The clock starts once the client has its files in memory and is told to go. Its last line is its own CPU.
@@ -223,6 +224,7 @@ async function ingestRun(app: App, base: string, kb: string, files: string, conc
     // How long the main thread was held at a time: what a search arriving during the ingest waits on top of its own work.
     const delay = monitorEventLoopDelay({ resolution: 1 })
     delay.enable()
+    const tasks0 = docsPlugin.pool.stats().completed
     client.go()
     let finished = 0
     let counts: Record<string, number> = {}
@@ -250,6 +252,10 @@ async function ingestRun(app: App, base: string, kb: string, files: string, conc
     const cpu = process.cpuUsage(cpu0)
     const cpuMs = (cpu.user + cpu.system) / 1000
     const threads = threadShares(threads0, threadCpuMs(), count)
+    const pool = docsPlugin.pool.stats()
+    const tasks = pool.completed - tasks0
+    // Its waits and runs since the start (the warm-up's few tasks included), its workers' CPU over this run.
+    const computePool = { tasks, waitMsP50: pool.waitMs.p50, runMsP50: pool.runMs.p50, workerCpuMsPerTask: tasks > 0 ? (threads.compute.reduce((a, b) => a + b, 0) * count) / tasks : 0 }
     const clientReport = await client.result()
     const m = docsPlugin.metrics
     const metrics: PipelineMetrics = {
@@ -257,7 +263,7 @@ async function ingestRun(app: App, base: string, kb: string, files: string, conc
       skipped: m.skipped - before.skipped, bytes: m.bytes - before.bytes, chunks: m.chunks - before.chunks,
       stageMs: Object.fromEntries(STAGES.map((s) => [s, m.stageMs[s] - before.stageMs[s]])) as PipelineMetrics['stageMs'],
     }
-    return { seconds, cpuMs, threads, uploadClientCpuMs: clientReport.cpu_ms, counts, metrics, rssMaxMb: peak.max / 2 ** 20, atPeak: peak.atPeak, eventLoopDelayMs }
+    return { seconds, cpuMs, threads, computePool, uploadClientCpuMs: clientReport.cpu_ms, counts, metrics, rssMaxMb: peak.max / 2 ** 20, atPeak: peak.atPeak, eventLoopDelayMs }
   }
 }
 
@@ -291,7 +297,7 @@ async function service(files: string, warm: string | undefined, concurrency: num
       writeFileSync(profileFile, JSON.stringify(profile))
       run = value
     }
-    const { seconds, cpuMs, threads, uploadClientCpuMs, counts, metrics, rssMaxMb, atPeak, eventLoopDelayMs } = run
+    const { seconds, cpuMs, threads, computePool, uploadClientCpuMs, counts, metrics, rssMaxMb, atPeak, eventLoopDelayMs } = run
     bar.done()
     // Every document is indexed (searchable: rows not yet in the HNSW graph are scanned exactly). The graph
     // trails a bulk ingest and catches up once writes pause: how long that takes is reported beside it.
@@ -309,7 +315,7 @@ async function service(files: string, warm: string | undefined, concurrency: num
     catchUp.sample()
     const peakRssMb = Math.max(rssMaxMb, catchUp.max / 2 ** 20)
     const memoryAtPeak = rssMaxMb >= catchUp.max / 2 ** 20 ? atPeak : catchUp.atPeak
-    return { seconds, cpuMs, threads, uploadClientCpuMs, fileCreateUs: createProbe.us, graphCatchUp, counts, metrics, peakRssMb, ingestPeakRssMb: rssMaxMb, highWaterRssMb: process.resourceUsage().maxRSS / 1024, memoryAtPeak, eventLoopDelayMs }
+    return { seconds, cpuMs, threads, computePool, uploadClientCpuMs, fileCreateUs: createProbe.us, graphCatchUp, counts, metrics, peakRssMb, ingestPeakRssMb: rssMaxMb, highWaterRssMb: process.resourceUsage().maxRSS / 1024, memoryAtPeak, eventLoopDelayMs }
   } finally {
     await app.close()
     rmSync(dir, { recursive: true, force: true })
@@ -467,6 +473,15 @@ export async function run(opts: IngestBenchOptions = { quick: true }) {
         other: round(ours.threads.waiting.other, 2),
       },
       ratio_vs_baseline: ratio,
+      // The compute pool, the stage documents queue for (one worker on 2 cores): its tasks per document, the median time
+      // a task waited for a worker and took there (from the hand-off to the answer, waits for a core included; since the
+      // start, the warm-up's tasks among them), and its workers' CPU per task over the run.
+      compute_pool: {
+        tasks_per_doc: round(ours.computePool.tasks / count, 2),
+        wait_ms_p50: round(ours.computePool.waitMsP50, 2),
+        run_ms_p50: round(ours.computePool.runMsP50, 2),
+        worker_cpu_ms_per_task: round(ours.computePool.workerCpuMsPerTask, 2),
+      },
       // Creating a file in the service's data folder, µs (fileCreateProbe): the service creates one per document, and
       // on some file systems the cost swings with what was deleted nearby, moving the time per document with it.
       file_create_us: round(ours.fileCreateUs, 1),
@@ -510,6 +525,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     const w = r.run_queue_wait_ms_per_doc_by_thread
     if (w !== null) say(`  waiting for a core, ms per document: main ${w.main}, compute pool ${w.compute}, metadata ${w.metadata}, V8 helpers and libuv ${w.other}`)
     say(`  the upload client's process on the same cores ${r.upload_client_cpu_ms_per_doc}; cores busy, service and client: ${r.cores_busy} of ${m.cores}`)
+    const cp = r.compute_pool
+    say(`  compute pool: ${cp.tasks_per_doc} tasks per document; a task waited ${cp.wait_ms_p50} ms for a worker and took ${cp.run_ms_p50} ms there (p50s), for ${cp.worker_cpu_ms_per_task} ms of the workers' CPU`)
     say(`  creating a file in the data folder: ${r.file_create_us} µs (the service creates one per document; the file system's state sets it)`)
     const at = r.growth[String(TARGETS.peak_rss_at_documents)]?.peak_rss_mb
     say(`peak RSS ${r.peak_rss_mb} MB; at ${TARGETS.peak_rss_at_documents} documents ${at ?? '-'} MB (target <= ${TARGETS.peak_rss_mb_max} MB: ${verdict(j.peak_rss_at_documents)}); growth from ${TARGETS.rss_growth_from_documents} ${r.peak_rss_growth_pct ?? '-'} % (target <= ${TARGETS.rss_growth_max_pct} %: ${verdict(j.peak_rss_growth)})`)

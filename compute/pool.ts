@@ -64,8 +64,16 @@ export interface ComputePoolStats {
   crashed: number
   /** Share of the pool's capacity used since it started (0..1). */
   utilization: number
-  /** Time calls waited for a worker since start, in ms (Piscina's wait-time histogram; NaN before the first call). */
+  /**
+   * Time calls waited for a worker since start, in ms (Piscina's wait-time histogram; its mean is NaN before the first
+   * call).
+   */
   waitMs: { mean: number; p50: number; p99: number }
+  /**
+   * Time calls took from the hand-off to a worker to its answer since start, in ms (Piscina's run-time histogram; its
+   * mean is NaN before the first call): the task's work and the worker's waits for a core.
+   */
+  runMs: { mean: number; p50: number; p99: number }
 }
 
 export interface ComputePool {
@@ -237,6 +245,7 @@ export function createComputePool(opts: ComputePoolOptions = {}): ComputePool {
     },
     stats() {
       const wait = piscina.histogram.waitTime
+      const run = piscina.histogram.runTime
       return {
         threads: piscina.threads.length,
         minThreads: o.minThreads,
@@ -249,6 +258,7 @@ export function createComputePool(opts: ComputePoolOptions = {}): ComputePool {
         crashed: counts.crashed,
         utilization: piscina.utilization,
         waitMs: { mean: wait.mean, p50: wait.p50, p99: wait.p99 },
+        runMs: { mean: run.mean, p50: run.p50, p99: run.p99 },
       }
     },
     async close({ force = false } = {}) {

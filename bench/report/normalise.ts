@@ -244,6 +244,9 @@ function ingest(raw: unknown): Normalised {
   if (clientCpu !== undefined) add('CPU ms per document, the upload client (same cores)', clientCpu, null, { unit: 'ms', higher_is_better: false, tracked: false })
   const busy = num(raw, 'results.cores_busy')
   if (busy !== undefined) notes.push(`cores busy over the measured run, service and upload client together: ${busy} of ${num(raw, 'machine.cores') ?? 'the machine\'s'}`)
+  // The stage documents queue for (bench/ingest.bench.ts compute_pool): a task's wait and run beside its CPU.
+  const pool = obj(raw, 'results.compute_pool')
+  if (pool) notes.push(`compute pool: ${pool.tasks_per_doc} tasks per document; a task waited ${pool.wait_ms_p50} ms for a worker and took ${pool.run_ms_p50} ms there (p50s), for ${pool.worker_cpu_ms_per_task} ms of the workers' CPU`)
   // The file system's share of the service's CPU per document (bench/ingest.bench.ts fileCreateProbe): one file per document.
   const createUs = num(raw, 'results.file_create_us')
   if (createUs !== undefined) notes.push(`creating a file in the service's data folder took ${createUs} µs; the service creates one per document, so the file system's state moves the time per document by up to that much`)

@@ -167,6 +167,7 @@ describe('normalisation of each benchmark', () => {
       cpu_ms_per_doc_by_thread: { main: 6.5, compute: [3.5, 0.5], metadata: 2.25, other: 1.75, others: [3.5, 2.25, 1.5, 0.5, 0.25] },
       run_queue_wait_ms_per_doc_by_thread: { main: 2.5, compute: 3.25, metadata: 0.5, other: 1.75 },
       upload_client_cpu_ms_per_doc: 1.4, cores_busy: 1.62, file_create_us: 412.5,
+      compute_pool: { tasks_per_doc: 1, wait_ms_p50: 15.13, run_ms_p50: 9.5, worker_cpu_ms_per_task: 5.25 },
       growth: { 1000: { documents_per_s: 40, peak_rss_mb: 380 }, 5000: { documents_per_s: 38, peak_rss_mb: 570 } },
       memory_at_peak_mb: { rss: 380, heap_total: 120, array_buffers: 90.5, anonymous: 330 },
     } }
@@ -195,6 +196,7 @@ describe('normalisation of each benchmark', () => {
     assert.deepEqual([client.ours, client.higher_is_better, client.tracked], [1.4, false, false])
     assert.ok(n.notes.includes("cores busy over the measured run, service and upload client together: 1.62 of the machine's"), n.notes.join('; '))
     assert.ok(n.notes.includes("ms per document the service's threads waited, runnable, for a core: main 2.5, compute pool 3.25, metadata 0.5, V8's helpers and libuv 1.75"), n.notes.join('; '))
+    assert.ok(n.notes.includes("compute pool: 1 tasks per document; a task waited 15.13 ms for a worker and took 9.5 ms there (p50s), for 5.25 ms of the workers' CPU"), n.notes.join('; '))
     // The file system's cost of the file each document gets (bench/ingest.bench.ts fileCreateProbe).
     assert.ok(n.notes.includes("creating a file in the service's data folder took 412.5 µs; the service creates one per document, so the file system's state moves the time per document by up to that much"), n.notes.join('; '))
     const stall = byMetric(n.comparisons, 'longest event-loop stall while ingesting')

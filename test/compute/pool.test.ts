@@ -132,6 +132,23 @@ describe('compute pool', () => {
     assert.equal(s.running, 0)
     assert.ok(s.failed >= 2 && s.crashed >= 2)
   })
+
+  it('reports how long calls waited for the worker and how long they ran there', async () => {
+    const one = createComputePool({ maxThreads: 1, minThreads: 1 })
+    try {
+      const before = one.stats()
+      assert.ok(Number.isNaN(before.runMs.mean) && Number.isNaN(before.waitMs.mean), 'no mean before the first call')
+      // One worker, three calls of 80 ms at once: each runs about 80 ms, and the last waits for the two before it.
+      await Promise.all([1, 2, 3].map(() => one.run('selftest', { mode: 'sleep', ms: 80 })))
+      const s = one.stats()
+      assert.ok(s.runMs.p50 >= 75 && s.runMs.p50 < 1000, `run p50 ${s.runMs.p50} ms`)
+      assert.ok(s.runMs.mean >= 75, `run mean ${s.runMs.mean} ms`)
+      assert.ok(s.waitMs.p99 >= 150, `the third call waited for two: wait p99 ${s.waitMs.p99} ms`)
+      assert.ok(s.waitMs.p99 < s.runMs.p99 * 3 + 1000, 'waits are measured apart from runs')
+    } finally {
+      await one.close()
+    }
+  })
 })
 
 describe('compute pool lifecycle', () => {
