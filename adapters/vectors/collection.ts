@@ -590,7 +590,7 @@ export class Collection {
       docIds,
       chunkIndex,
       payloads,
-      readPayload: (ref) => this.payloads.readRecord(ref.at, ref.length),
+      readPayloads: (at, into) => this.payloads.readRecordsInto(at, into),
     }
   }
 

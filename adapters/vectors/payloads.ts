@@ -263,6 +263,12 @@ export class PayloadTable {
     return out
   }
 
+  /** Bytes of the spill file from `at` into `into` (a snapshot's run of records that follow one another there). */
+  readRecordsInto(at: number, into: Uint8Array): void {
+    if (this.fd < 0) throw serviceUnavailable('The vector collection is closed')
+    readAllSync(this.fd, into, at, 'vector payload file')
+  }
+
   private fillSnapshotColumns(maxRows: number): void {
     const end = Math.min(this.blobEntry.length, this.columnsFrom + maxRows)
     for (let row = this.columnsFrom; row < end; row++) {
@@ -330,7 +336,7 @@ export class PayloadTable {
 
   /**
    * What a snapshot writes: the object, the JSON bytes it was restored from (never re-encoded), or where its
-   * record is in the spill file (read with readRecord while the snapshot is written; records never change).
+   * record is in the spill file (read with readRecordsInto while the snapshot is written; records never change).
    */
   raw(row: number): ChunkPayload | Uint8Array | PayloadRef {
     const entry = this.blobEntry[row]

@@ -44,8 +44,8 @@ export interface SnapshotCapture {
   chunkIndex: Int32Array
   /** A payload object, the JSON bytes it was restored from, or its record in the payload spill file. */
   payloads: (ChunkPayload | Uint8Array | PayloadRef)[]
-  /** Reads a PayloadRef's bytes (needed when payloads holds one). */
-  readPayload?: (ref: PayloadRef) => Uint8Array
+  /** Reads `into.length` bytes of the payload spill file from `at` into `into` (needed when payloads holds a PayloadRef). */
+  readPayloads?: (at: number, into: Uint8Array) => void
 }
 
 export interface SnapshotData {
@@ -90,7 +90,8 @@ const STREAM_ENTRIES = 1 << 16
 /**
  * Posting entries of rows live at capture, term by term: the kept terms and their offsets, counted first, then
  * the entries themselves as chunks of up to STREAM_ENTRIES (rows(), weights()), so a snapshot never holds a copy
- * of all the postings (7M entries, 56 MB, at 70k chunks). The count runs in slices of `sliceMs`, yielding to the
+ * of all the postings (7M entries, 56 MB, at 70k chunks). Each chunk is one array refilled: a chunk is valid until
+ * the next is asked for (see writeSnapshot). The count runs in slices of `sliceMs`, yielding to the
  * event loop between them: in one piece packing held the loop 37 ms at 11.7k chunks and 129 ms at 36k (2.3M
  * entries) in the middle of a bulk ingest. Safe to interleave: a capture's posting arrays are not changed below
  * their captured lengths while a snapshot is written (appends go past them, compaction waits). When every row
@@ -133,7 +134,7 @@ export async function postingSections(c: Pick<SnapshotCapture, 'rows' | 'rowsEnd
     }
   }
   function* entries(pick: 'rows' | 'weights'): Iterable<Uint8Array> {
-    let out = pick === 'rows' ? new Uint32Array(STREAM_ENTRIES) : new Float32Array(STREAM_ENTRIES)
+    const out = pick === 'rows' ? new Uint32Array(STREAM_ENTRIES) : new Float32Array(STREAM_ENTRIES)
     let o = 0
     for (let k = 0; k < kept; k++) {
       const t = from[k]
@@ -148,8 +149,6 @@ export async function postingSections(c: Pick<SnapshotCapture, 'rows' | 'rowsEnd
         out[o++] = src[j]
         if (o === out.length) {
           yield view(out)
-          // A new array: the consumer may still hold the one it was given.
-          out = pick === 'rows' ? new Uint32Array(STREAM_ENTRIES) : new Float32Array(STREAM_ENTRIES)
           o = 0
         }
       }
@@ -159,13 +158,19 @@ export async function postingSections(c: Pick<SnapshotCapture, 'rows' | 'rowsEnd
   return { terms: terms.subarray(0, kept), offsets: offsets.subarray(0, kept + 1), rows: () => entries('rows'), weights: () => entries('weights') }
 }
 
-/** One of a capture's per-point sparse arrays (`indices` or `values`) back to back, in chunks of about STREAM_ENTRIES. */
+/**
+ * One of a capture's per-point sparse arrays (`indices` or `values`) back to back, in chunks of about STREAM_ENTRIES,
+ * each in the same array refilled (valid until the next is asked for).
+ */
 function* sparseSection(c: SnapshotCapture, offsets: Uint32Array, field: 'indices' | 'values'): Iterable<Uint8Array> {
   const count = c.rows.length
+  let room = field === 'indices' ? new Uint32Array(STREAM_ENTRIES) : new Float32Array(STREAM_ENTRIES)
   for (let i = 0; i < count; ) {
     let j = i + 1
     while (j < count && offsets[j + 1] - offsets[i] <= STREAM_ENTRIES) j++
-    const out = field === 'indices' ? new Uint32Array(offsets[j] - offsets[i]) : new Float32Array(offsets[j] - offsets[i])
+    // A single point past STREAM_ENTRIES entries is a chunk of its own, in a larger array.
+    if (offsets[j] - offsets[i] > room.length) room = field === 'indices' ? new Uint32Array(offsets[j] - offsets[i]) : new Float32Array(offsets[j] - offsets[i])
+    const out = room.subarray(0, offsets[j] - offsets[i])
     const { block, start, len } = c.sparse
     const blocks = c.sparse[field]
     for (let k = i; k < j; ) {
@@ -188,8 +193,17 @@ function* sparseSection(c: SnapshotCapture, offsets: Uint32Array, field: 'indice
   }
 }
 
-/** Writes the snapshot to path and fsyncs it; returns its size in bytes. */
-export async function writeSnapshot(path: string, c: SnapshotCapture): Promise<number> {
+/** Bytes of the buffer the id and payload sections are gathered in before each write (tests give smaller ones). */
+const CHUNK_BYTES = 1 << 20
+
+/**
+ * Writes the snapshot to path and fsyncs it; returns its size in bytes. Each section streams through one buffer
+ * refilled (a part is written before the next is asked for): the parts as fresh arrays came to the whole snapshot's
+ * size (470 MB at 70k chunks of 1,024 dimensions), garbage that stayed allocated until a full collection, and raised
+ * the service's RSS by up to 70 MB while a snapshot was written in a bulk ingest.
+ */
+export async function writeSnapshot(path: string, c: SnapshotCapture, opts: { chunkBytes?: number } = {}): Promise<number> {
+  const chunkBytes = opts.chunkBytes ?? CHUNK_BYTES
   const count = c.rows.length
   const fh = await fs.open(path, 'w')
   try {
@@ -231,19 +245,24 @@ export async function writeSnapshot(path: string, c: SnapshotCapture): Promise<n
 
     const idOffsets = new Float64Array(2 * count + 1)
     const ids = function* () {
+      const out = Buffer.allocUnsafe(chunkBytes)
+      let o = 0
       let at = 0
-      for (let i = 0; i < count; i += 4096) {
-        const parts: string[] = []
-        for (let j = i; j < Math.min(count, i + 4096); j++) {
-          for (const [k, id] of [[2 * j, c.chunkIds[j]], [2 * j + 1, c.docIds[j]]] as const) {
-            idOffsets[k] = at
-            at += Buffer.byteLength(id, 'utf8')
-            parts.push(id)
-          }
+      for (let k = 0; k < 2 * count; k++) {
+        const id = (k & 1) === 0 ? c.chunkIds[k >>> 1] : c.docIds[k >>> 1]
+        const n = Buffer.byteLength(id, 'utf8')
+        idOffsets[k] = at
+        at += n
+        if (o + n > out.length) {
+          yield out.subarray(0, o)
+          o = 0
         }
-        yield Buffer.from(parts.join(''), 'utf8')
+        // An id longer than the whole buffer (never one the service makes) goes as a chunk of its own.
+        if (n > out.length) yield Buffer.from(id, 'utf8')
+        else o += out.write(id, o, n, 'utf8')
       }
       idOffsets[2 * count] = at
+      if (o > 0) yield out.subarray(0, o)
     }
     await put('idBlob', ids())
     await put('idOffsets', [view(idOffsets)])
@@ -251,21 +270,46 @@ export async function writeSnapshot(path: string, c: SnapshotCapture): Promise<n
 
     const payloadOffsets = new Float64Array(count + 1)
     const blobs = function* () {
+      let out = Buffer.allocUnsafe(chunkBytes)
+      let o = 0
       let at = 0
-      for (let i = 0; i < count; i += 512) {
-        const end = Math.min(count, i + 512)
-        const parts: Uint8Array[] = []
-        for (let j = i; j < end; j++) {
-          const p = c.payloads[j]
-          // Bytes restored from the previous snapshot are copied as they are, never parsed again.
-          const bytes = p instanceof Uint8Array ? p : p instanceof PayloadRef ? c.readPayload!(p) : Buffer.from(JSON.stringify(p), 'utf8')
-          payloadOffsets[j] = at
-          at += bytes.length
-          parts.push(bytes)
-        }
-        yield Buffer.concat(parts)
+      // Records of the spill file that follow one another there and in `out`, read in one go: [from in the file, to in out).
+      let runAt = -1
+      let runFrom = 0
+      const flush = () => {
+        if (runAt >= 0) c.readPayloads!(runAt, out.subarray(runFrom, o))
+        runAt = -1
       }
+      for (let j = 0; j < count; j++) {
+        const p = c.payloads[j]
+        // Bytes restored from the previous snapshot and records of the spill file are copied as they are, never parsed.
+        const json = p instanceof Uint8Array || p instanceof PayloadRef ? null : JSON.stringify(p)
+        const n = json === null ? (p as Uint8Array | PayloadRef).length : Buffer.byteLength(json, 'utf8')
+        payloadOffsets[j] = at
+        at += n
+        if (o + n > out.length) {
+          flush()
+          if (o > 0) yield out.subarray(0, o)
+          o = 0
+          // A payload larger than the buffer: a larger one from here on.
+          if (n > out.length) out = Buffer.allocUnsafe(n)
+        }
+        if (p instanceof PayloadRef) {
+          if (runAt < 0 || runAt + (o - runFrom) !== p.at) {
+            flush()
+            runAt = p.at
+            runFrom = o
+          }
+        } else {
+          flush()
+          if (json === null) out.set(p as Uint8Array, o)
+          else out.write(json, o, n, 'utf8')
+        }
+        o += n
+      }
+      flush()
       payloadOffsets[count] = at
+      if (o > 0) yield out.subarray(0, o)
     }
     await put('payloadBlob', blobs())
     await put('payloadOffsets', [view(payloadOffsets)])

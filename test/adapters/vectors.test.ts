@@ -13,9 +13,10 @@ import { createEmbeddedVectorStore, type EmbeddedVectorStore, type EmbeddedVecto
 import { defaultQuantization, DenseIndex, GRAPH_FORMAT, quantizeI8, SEGMENT_ROWS } from '../../adapters/vectors/dense-index.ts'
 import { rescoredRows } from '../../adapters/vectors/rescore.ts'
 import { SparseIndex } from '../../adapters/vectors/sparse-index.ts'
-import { postingSections } from '../../adapters/vectors/snapshot.ts'
+import { postingSections, readSnapshot, writeSnapshot, type SnapshotCapture } from '../../adapters/vectors/snapshot.ts'
+import { PayloadRef } from '../../adapters/vectors/payloads.ts'
 import { deleteDocRecord, readRecords, upsertRecord, type WalRecordWriter } from '../../adapters/vectors/wal.ts'
-import type { VectorFilter, VectorHit, VectorPoint } from '../../adapters/ports.ts'
+import type { ChunkPayload, VectorFilter, VectorHit, VectorPoint } from '../../adapters/ports.ts'
 import { poolByScore } from '../../plugins/search/fusion.ts'
 import { rescoreAcrossKbs } from '../../plugins/search/service.ts'
 import { axis, cosine, DIMS, point, sparse, sparseScores, vectorStoreContract } from './vectors.contract.ts'
@@ -1087,6 +1088,54 @@ describe('embedded vector store: snapshot postings', () => {
     assert.deepEqual(sliced.terms, expected.map(([term]) => term))
     assert.deepEqual(sliced.rows, expected.flatMap(([, e]) => e.map(([r]) => r)))
   })
+})
+
+describe('vector snapshot file: ids and payloads', () => {
+  // Points of every kind a capture holds: payload objects, JSON bytes restored from an earlier snapshot, and records of
+  // the payload spill file (three that follow one another there, one elsewhere); ids of several bytes per character
+  // and one longer than the small buffers below; a payload larger than them.
+  const payload = (i: number, text: string) => ({ chunk_id: `c${i}`, kb_id: 'kb', doc_id: `d${i >> 1}`, chunk_index: i, text })
+  const expected = Array.from({ length: 12 }, (_, i) => payload(i, i === 11 ? '긴 본문 '.repeat(40) : `본문 ${i} ${'x'.repeat(i * 3)}`))
+  const chunkIds = expected.map((p, i) => (i === 7 ? `${p.chunk_id}-${'아이디'.repeat(12)}` : `${p.chunk_id}-청크`))
+  const docIds = expected.map((p) => p.doc_id)
+
+  async function capture(dir: string, reads: { at: number; length: number }[]): Promise<SnapshotCapture> {
+    // The spill file: point 9's record first, then a gap, then points 4, 5 and 6 back to back.
+    const recs = [9, -1, 4, 5, 6].map((i) => Buffer.from(i < 0 ? 'gap' : JSON.stringify(expected[i]), 'utf8'))
+    const file = Buffer.concat(recs)
+    const at = (k: number) => recs.slice(0, k).reduce((n, b) => n + b.length, 0)
+    const refs = new Map([[9, new PayloadRef(at(0), recs[0].length)], [4, new PayloadRef(at(2), recs[2].length)], [5, new PayloadRef(at(3), recs[3].length)], [6, new PayloadRef(at(4), recs[4].length)]])
+    await fs.writeFile(join(dir, 'payloads'), file)
+    const n = expected.length
+    return {
+      dims: 2, rowsEnd: n, rows: Int32Array.from({ length: n }, (_, i) => i), inGraph: new Uint8Array(n), norms: new Float32Array(n).fill(1),
+      dense: [new Uint8Array(n * 2 * 4)],
+      sparse: { indices: [new Uint32Array(0)], values: [new Float32Array(0)], block: new Int32Array(n), start: new Uint32Array(n), len: new Uint32Array(n), read: () => {} },
+      postings: { terms: new Uint32Array(0), rows: [], weights: [], lens: new Uint32Array(0) },
+      chunkIds, docIds, chunkIndex: Int32Array.from({ length: n }, (_, i) => i),
+      payloads: expected.map((p, i) => refs.get(i) ?? (i % 3 === 0 ? Buffer.from(JSON.stringify(p), 'utf8') : (structuredClone(p) as unknown as ChunkPayload))),
+      readPayloads: (from, into) => {
+        reads.push({ at: from, length: into.length })
+        file.copy(into, 0, from, from + into.length)
+      },
+    }
+  }
+
+  for (const chunkBytes of [40, 64, 97, undefined]) {
+    it(`writes them through a buffer of ${chunkBytes ?? 'the default'} bytes and reads them back`, async (t) => {
+      const dir = await tempDir(t)
+      const reads: { at: number; length: number }[] = []
+      await writeSnapshot(join(dir, 'points.bin'), await capture(dir, reads), { chunkBytes })
+      const back = await readSnapshot(join(dir, 'points.bin'), 2, (rows) => [new Uint8Array(rows * 2 * 4)])
+      assert.deepEqual(back.chunkIds, chunkIds)
+      assert.deepEqual(back.docIds, docIds)
+      const payloads = expected.map((_, i) => JSON.parse(back.payloadBlob.toString('utf8', back.payloadOffsets[i], back.payloadOffsets[i + 1])))
+      assert.deepEqual(payloads, expected)
+      // Every record of the spill file read once; with room for them, the three that follow one another in one read.
+      assert.equal(reads.reduce((n, r) => n + r.length, 0), [4, 5, 6, 9].reduce((n, i) => n + Buffer.byteLength(JSON.stringify(expected[i])), 0))
+      if (chunkBytes === undefined) assert.equal(reads.length, 2)
+    })
+  }
 })
 
 describe('embedded vector store: behaviour', () => {
