@@ -1099,13 +1099,12 @@ describe('vector snapshot file: ids and payloads', () => {
   const chunkIds = expected.map((p, i) => (i === 7 ? `${p.chunk_id}-${'아이디'.repeat(12)}` : `${p.chunk_id}-청크`))
   const docIds = expected.map((p) => p.doc_id)
 
-  async function capture(dir: string, reads: { at: number; length: number }[]): Promise<SnapshotCapture> {
+  function capture(reads: { at: number; length: number }[]): SnapshotCapture {
     // The spill file: point 9's record first, then a gap, then points 4, 5 and 6 back to back.
     const recs = [9, -1, 4, 5, 6].map((i) => Buffer.from(i < 0 ? 'gap' : JSON.stringify(expected[i]), 'utf8'))
     const file = Buffer.concat(recs)
     const at = (k: number) => recs.slice(0, k).reduce((n, b) => n + b.length, 0)
     const refs = new Map([[9, new PayloadRef(at(0), recs[0].length)], [4, new PayloadRef(at(2), recs[2].length)], [5, new PayloadRef(at(3), recs[3].length)], [6, new PayloadRef(at(4), recs[4].length)]])
-    await fs.writeFile(join(dir, 'payloads'), file)
     const n = expected.length
     return {
       dims: 2, rowsEnd: n, rows: Int32Array.from({ length: n }, (_, i) => i), inGraph: new Uint8Array(n), norms: new Float32Array(n).fill(1),
@@ -1125,7 +1124,7 @@ describe('vector snapshot file: ids and payloads', () => {
     it(`writes them through a buffer of ${chunkBytes ?? 'the default'} bytes and reads them back`, async (t) => {
       const dir = await tempDir(t)
       const reads: { at: number; length: number }[] = []
-      await writeSnapshot(join(dir, 'points.bin'), await capture(dir, reads), { chunkBytes })
+      await writeSnapshot(join(dir, 'points.bin'), capture(reads), { chunkBytes })
       const back = await readSnapshot(join(dir, 'points.bin'), 2, (rows) => [new Uint8Array(rows * 2 * 4)])
       assert.deepEqual(back.chunkIds, chunkIds)
       assert.deepEqual(back.docIds, docIds)
