@@ -138,13 +138,14 @@ describe('compute pool', () => {
     try {
       const before = one.stats()
       assert.ok(Number.isNaN(before.runMs.mean) && Number.isNaN(before.waitMs.mean), 'no mean before the first call')
-      // One worker, three calls of 100 ms at once: each runs about 100 ms, and the last waits for the two before it
-      // (at least 200 ms), which no run takes.
-      await Promise.all([1, 2, 3].map(() => one.run('selftest', { mode: 'sleep', ms: 100 })))
+      // One worker, three calls of 500 ms at once: each runs about 500 ms, and the last waits for the two before it
+      // (at least 1,000 ms), which no run takes. The first run also holds the worker's start (loading its tasks:
+      // 100-200 ms measured when the machine is busy, which failed this test with calls of 100 ms), hence the long calls.
+      await Promise.all([1, 2, 3].map(() => one.run('selftest', { mode: 'sleep', ms: 500 })))
       const s = one.stats()
-      assert.ok(s.runMs.p50 >= 95 && s.runMs.mean >= 95, `run p50 ${s.runMs.p50} ms, mean ${s.runMs.mean} ms`)
-      assert.ok(s.runMs.p99 < 195, `no run waited: run p99 ${s.runMs.p99} ms`)
-      assert.ok(s.waitMs.p99 >= 195, `the third call waited for two: wait p99 ${s.waitMs.p99} ms`)
+      assert.ok(s.runMs.p50 >= 495 && s.runMs.mean >= 495, `run p50 ${s.runMs.p50} ms, mean ${s.runMs.mean} ms`)
+      assert.ok(s.runMs.p99 < 995, `no run waited: run p99 ${s.runMs.p99} ms`)
+      assert.ok(s.waitMs.p99 >= 995, `the third call waited for two: wait p99 ${s.waitMs.p99} ms`)
     } finally {
       await one.close()
     }
