@@ -20,10 +20,16 @@ import { runInNewContext } from 'node:vm'
  * from 608-649 MB (median 627) to 565-599 MB (median 584), with the same time (median 9.64 s against 9.77)
  * and CPU (14.4 ms per document both ways); at 5,000 documents 1,065 -> 1,010 MB in one run each way. PDF
  * parsing in the pool (bench/parse.bench.ts, two runs each way): one worker 523-537 against 534-539 pages/s,
- * two workers 921-961 against 984-997. The main thread keeps V8's default: at 8 MB semi-spaces for the whole
- * process (--max-semi-space-size=8) search throughput under load fell by 3-23 % (bench/search.bench.ts).
+ * two workers 921-961 against 984-997. At 12 MB (2026-12-01, AMD EPYC, 2 cores, --service-only --documents=5000,
+ * runs in turn): peak RSS 481-490 MB in six runs against 498-512 in four at 24 (the PGlite thread at 12 alone: 498
+ * and 503), at 18.2-23.1 against 18.8-21.1 ms of CPU per document and the compute worker's 5.1-6.5 against 5.2-6.0;
+ * bench/parse.bench.ts --quick, one run each in a drifting stretch: one worker 455.5 against 493.9 pages/s, two
+ * 588.8 against 712.9, with plain threads (no pool, not limited) 291 / 498 against 338 / 580 in the same runs: the
+ * pool against them 1.56x / 1.18x at 12, 1.46x / 1.23x at 24. The main thread keeps V8's default: at 8 MB
+ * semi-spaces for the whole process (--max-semi-space-size=8) search throughput under load fell by 3-23 %
+ * (bench/search.bench.ts).
  */
-export const WORKER_YOUNG_GENERATION_MB = 24
+export const WORKER_YOUNG_GENERATION_MB = 12
 
 /**
  * Most threads V8's platform may keep for a process (Node's --v8-pool-size; Node starts 4 whatever the cores).
