@@ -31,6 +31,7 @@ import type { GeneratedDoc } from './lib/corpus.ts'
 import { machine, median, round } from './lib/machine.ts'
 import { progress } from './lib/progress.ts'
 import { startUploadClient } from './lib/upload-client.ts'
+import { computePoolNote } from './report/normalise.ts'
 import { TARGETS as ALL_TARGETS } from './report/targets.ts'
 import { profileWhile } from './search/profile.ts'
 
@@ -525,8 +526,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     const w = r.run_queue_wait_ms_per_doc_by_thread
     if (w !== null) say(`  waiting for a core, ms per document: main ${w.main}, compute pool ${w.compute}, metadata ${w.metadata}, V8 helpers and libuv ${w.other}`)
     say(`  the upload client's process on the same cores ${r.upload_client_cpu_ms_per_doc}; cores busy, service and client: ${r.cores_busy} of ${m.cores}`)
-    const cp = r.compute_pool
-    say(`  compute pool: ${cp.tasks_per_doc} tasks per document; a task waited ${cp.wait_ms_p50} ms for a worker and took ${cp.run_ms_p50} ms there (p50s), for ${cp.worker_cpu_ms_per_task} ms of the workers' CPU`)
+    say(`  ${computePoolNote(r.compute_pool)}`)
     say(`  creating a file in the data folder: ${r.file_create_us} µs (the service creates one per document; the file system's state sets it)`)
     const at = r.growth[String(TARGETS.peak_rss_at_documents)]?.peak_rss_mb
     say(`peak RSS ${r.peak_rss_mb} MB; at ${TARGETS.peak_rss_at_documents} documents ${at ?? '-'} MB (target <= ${TARGETS.peak_rss_mb_max} MB: ${verdict(j.peak_rss_at_documents)}); growth from ${TARGETS.rss_growth_from_documents} ${r.peak_rss_growth_pct ?? '-'} % (target <= ${TARGETS.rss_growth_max_pct} %: ${verdict(j.peak_rss_growth)})`)

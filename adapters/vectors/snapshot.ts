@@ -246,7 +246,7 @@ export async function writeSnapshot(path: string, c: SnapshotCapture, opts: { ch
 
     const idOffsets = new Float64Array(2 * count + 1)
     const ids = function* () {
-      const out = Buffer.allocUnsafe(chunkBytes)
+      let out = Buffer.allocUnsafe(chunkBytes)
       let o = 0
       let at = 0
       for (let k = 0; k < 2 * count; k++) {
@@ -257,10 +257,10 @@ export async function writeSnapshot(path: string, c: SnapshotCapture, opts: { ch
         if (o + n > out.length) {
           if (o > 0) yield out.subarray(0, o)
           o = 0
+          // An id longer than the buffer (never one the service makes): a larger one from here on, as for payloads.
+          if (n > out.length) out = Buffer.allocUnsafe(n)
         }
-        // An id longer than the whole buffer (never one the service makes) goes as a chunk of its own.
-        if (n > out.length) yield Buffer.from(id, 'utf8')
-        else o += out.write(id, o, n, 'utf8')
+        o += out.write(id, o, n, 'utf8')
       }
       idOffsets[2 * count] = at
       if (o > 0) yield out.subarray(0, o)

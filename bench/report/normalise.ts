@@ -205,6 +205,11 @@ function embed(raw: unknown): Normalised {
   }
 }
 
+/** The ingest bench's compute_pool figures as one sentence (its stderr line and the report's note). */
+export function computePoolNote(pool: Record<string, unknown>): string {
+  return `compute pool: ${pool.tasks_per_doc} tasks per document; a task waited ${pool.wait_ms_p50} ms for a worker and took ${pool.run_ms_p50} ms there (p50s), for ${pool.worker_cpu_ms_per_task} ms of the workers' CPU`
+}
+
 function ingest(raw: unknown): Normalised {
   const { comparisons, notes, add } = collector()
   const T = TARGETS.ingest
@@ -246,7 +251,7 @@ function ingest(raw: unknown): Normalised {
   if (busy !== undefined) notes.push(`cores busy over the measured run, service and upload client together: ${busy} of ${num(raw, 'machine.cores') ?? 'the machine\'s'}`)
   // The stage documents queue for (bench/ingest.bench.ts compute_pool): a task's wait and run beside its CPU.
   const pool = obj(raw, 'results.compute_pool')
-  if (pool) notes.push(`compute pool: ${pool.tasks_per_doc} tasks per document; a task waited ${pool.wait_ms_p50} ms for a worker and took ${pool.run_ms_p50} ms there (p50s), for ${pool.worker_cpu_ms_per_task} ms of the workers' CPU`)
+  if (pool) notes.push(computePoolNote(pool))
   // The file system's share of the service's CPU per document (bench/ingest.bench.ts fileCreateProbe): one file per document.
   const createUs = num(raw, 'results.file_create_us')
   if (createUs !== undefined) notes.push(`creating a file in the service's data folder took ${createUs} µs; the service creates one per document, so the file system's state moves the time per document by up to that much`)
