@@ -10,7 +10,7 @@
 // service started another way says so in its log (a warning of loadSettings, which reads the environment).
 import { createRequire } from 'node:module'
 import { availableParallelism } from 'node:os'
-import { setFlagsFromString } from 'node:v8'
+import { getHeapStatistics, setFlagsFromString } from 'node:v8'
 import { runInNewContext } from 'node:vm'
 
 /**
@@ -93,6 +93,16 @@ export function allocatorWarning(env: Readonly<Record<string, string | undefined
 
 let gcFunction: ((opts?: unknown) => void) | null | undefined
 
+/** The heap in use (V8's used_heap_size) above which collectGarbage does not compact: its pause, see there. */
+export const COMPACT_HEAP_LIMIT_BYTES = 192 * 2 ** 20
+
+/** Whether the process was started with V8's compaction flag either way (Node refuses it in NODE_OPTIONS). */
+export function compactionFlagSet(execArgv: readonly string[]): boolean {
+  return execArgv.some((a) => /^--(no-?)?compact[-_]on[-_]every[-_]full[-_]gc(=|$)/.test(a))
+}
+
+let operatorFlag: boolean | undefined
+
 /**
  * A full garbage collection of the calling thread's heap; its duration in ms, or null where V8 does not give gc.
  * The docs worker runs it at the end of a bulk ingest (plugins/docs/worker.ts, afterBurst). V8 collects the old
@@ -102,15 +112,25 @@ let gcFunction: ((opts?: unknown) => void) | null | undefined
  * 159 MB of buffers, of which the first collection, V8's own 50 s later, freed 46 and 42 MB, while the HNSW graph
  * grew on top of them.
  *
- * This collection also compacts the old generation: it moves the survivors together and gives back the pages they
- * were scattered over, which a collection that sweeps in place (V8's own, unless its memory reducer runs) keeps.
- * Sweeping in place, the main thread's heap stayed at 99-106 MB from the end of a 5,000-document ingest through the
- * graph's catch-up until V8's memory reducer compacted it to 46 MB, 45-47 s later, near the end of the catch-up,
- * when the graph had grown by 40 MB. Compacted at once (the same runs, AMD EPYC, 2 cores, in turn), the heap was 77 MB
- * from the collection on and the catch-up's highest RSS after it 433 and 436 MB against 456-461 MB in five runs without; the
- * collection took 158 ms against 52-90 ms. The run's peak is then the end of the ingest itself (457-468 MB both ways).
+ * This collection also compacts the old generation (V8's --compact-on-every-full-gc, set for it and reset after):
+ * it moves every survivor together and gives back the pages they were scattered over. V8's own full collections
+ * compact too, but only pages that the collection before them found mostly free, and at most a few MB of survivors
+ * each; a collection just after a burst compacts none of the burst's pages, since when V8 last looked every object
+ * on them was alive. Without it, the main thread's heap stayed at 99-106 MB from the end of a 5,000-document ingest
+ * (bench/ingest.bench.ts --service-only, AMD EPYC, 2 cores, runs in turn) through the HNSW graph's catch-up, until
+ * V8's memory reducer compacted it to 46 MB 45-47 s later, when the graph had grown by 40 MB; with it, the heap was
+ * 77 MB from the collection on, and the catch-up's highest RSS after the collection 433 and 436 MB against 456-461 MB
+ * in five runs without. The run's peak is the end of the ingest either way (the bench's peak RSS 471 and 468 MB with
+ * it, 466 and 469 without). Another thread's full collection that starts while the flag is set compacts as well.
+ *
+ * Moving every survivor is a main-thread pause that grows with the live heap: 158 ms against 52-90 ms swept in place
+ * at the end of those 5,000 documents; in a process of its own, a heap of small objects (AMD EPYC, family 26, 2
+ * cores) 43 MB alive: 202-209 ms against 63-79 ms; 163 MB alive: 784-823 ms against 275-334 ms. So a heap with more
+ * than COMPACT_HEAP_LIMIT_BYTES in use before the collection is swept in place, its pause the plain one. Where the
+ * process was started with --compact-on-every-full-gc or --no-compact-on-every-full-gc, that flag is left as the
+ * operator set it.
  */
-export function collectGarbage(): number | null {
+export function collectGarbage(limitBytes = COMPACT_HEAP_LIMIT_BYTES): number | null {
   if (gcFunction === undefined) {
     const exposed = (globalThis as { gc?: () => void }).gc
     try {
@@ -125,13 +145,14 @@ export function collectGarbage(): number | null {
     }
   }
   if (gcFunction === null) return null
+  operatorFlag ??= compactionFlagSet(process.execArgv)
+  const compact = !operatorFlag && getHeapStatistics().used_heap_size <= limitBytes
   const started = performance.now()
-  // This collection only: V8's own go on sweeping in place.
-  setFlagsFromString('--compact-on-every-full-gc')
+  if (compact) setFlagsFromString('--compact-on-every-full-gc')
   try {
     gcFunction()
   } finally {
-    setFlagsFromString('--no-compact-on-every-full-gc')
+    if (compact) setFlagsFromString('--no-compact-on-every-full-gc')
   }
   return performance.now() - started
 }
