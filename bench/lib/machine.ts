@@ -1,4 +1,5 @@
 // What every benchmark reports about where it ran, and small statistics helpers.
+import { readFileSync, writeFileSync } from 'node:fs'
 import { cpus, loadavg, totalmem } from 'node:os'
 
 export function machine() {
@@ -24,3 +25,28 @@ export const percentile = (xs: readonly number[], p: number): number => {
 }
 
 export const round = (x: number, digits = 2): number => +x.toFixed(digits)
+
+/**
+ * The kernel's high-water mark of this process's RSS (VmHWM), reset to its RSS now: true on Linux (writing 5 to
+ * /proc/self/clear_refs), false where that cannot be done. From then on highWaterBytes() holds every rise, also one
+ * that lasts less than a sampling period or happens while the main thread, which samples, is busy (a garbage
+ * collection's pause is both).
+ */
+export function resetHighWater(): boolean {
+  try {
+    writeFileSync('/proc/self/clear_refs', '5')
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** This process's RSS high-water mark in bytes (VmHWM: since start, or since resetHighWater()); null off Linux. */
+export function highWaterBytes(): number | null {
+  try {
+    const kb = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'))?.[1]
+    return kb === undefined ? null : Number(kb) * 1024
+  } catch {
+    return null
+  }
+}
