@@ -58,9 +58,16 @@ export function v8PoolSize(cores: number): number {
  * for about 0.6 ms more CPU per document in V8's helper threads, 30 gave 538-545 MB for 1.8 ms more and 5 % fewer
  * documents/s. --optimize-for-size gave 456-475 MB for 18 % fewer documents/s. Search under load
  * (bench/search.bench.ts --quick, one run each way): 942, 734, 982 and 747 against 969, 760, 1,022 and 726
- * queries/s (hybrid and similarity, 1 KB and 10 KBs), within about 4 %.
+ * queries/s (hybrid and similarity, 1 KB and 10 KBs), within about 4 %. At 60 against 100 (2026-12-02, AMD EPYC family
+ * 26, 2 cores, runs in turn, the peak the kernel's high-water mark): 467, 456, 463 and 459 MB against 499 and 492, at
+ * 68.0, 69.2, 63.6 and 65.9 against 68.2 and 66.4 documents/s and 21.7-23.2 against 22.1-22.4 ms of CPU per
+ * document (V8's helper threads about 0.2 ms more). Search under load (bench/search.bench.ts --quick --no-pgvector,
+ * two runs each way, queries/s): hybrid 1 KB 734 and 1,062 against 634 and 793, 10 KBs 597 and 765 against 574 and
+ * 597; similarity 1 KB 772 and 1,121 against 845 and 805, 10 KBs 626 and 759 against 623 and 669: no loss beyond
+ * the machine's drift. On an AMD EPYC family 25 (2026-12-01, sampled peaks, the collection at a burst's end
+ * compacting both ways): 435-451 against 473-478 MB, for about 4.6 % fewer documents/s.
  */
-export const HEAP_GROWING_PERCENT = 100
+export const HEAP_GROWING_PERCENT = 60
 
 /** Node's flags a service process is started with (a benchmark's child); package.json's scripts pass the same. */
 export function serviceExecArgv(cores = availableParallelism()): string[] {

@@ -64,8 +64,8 @@ describe('V8 platform threads', () => {
     assert.deepEqual([1, 2, 3, 4, 5, 64].map(v8PoolSize), [1, 2, 3, 4, 4, 4])
     assert.equal(v8PoolSize(0), 1)
     assert.equal(V8_POOL_MAX, 4)
-    assert.deepEqual(serviceExecArgv(2), ['--v8-pool-size=2', '--heap-growing-percent=100'])
-    assert.deepEqual(serviceExecArgv(16), ['--v8-pool-size=4', '--heap-growing-percent=100'])
+    assert.deepEqual(serviceExecArgv(2), ['--v8-pool-size=2', '--heap-growing-percent=60'])
+    assert.deepEqual(serviceExecArgv(16), ['--v8-pool-size=4', '--heap-growing-percent=60'])
     assert.deepEqual(serviceExecArgv(), [`--v8-pool-size=${v8PoolSize(availableParallelism())}`, `--heap-growing-percent=${HEAP_GROWING_PERCENT}`])
   })
 
