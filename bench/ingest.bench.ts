@@ -28,7 +28,7 @@ import { createLogger } from '../kernel/log.ts'
 import { defaultPlugins } from '../kernel/plugins.ts'
 import { STAGES, type PipelineMetrics } from '../plugins/docs/pipeline.ts'
 import type { GeneratedDoc } from './lib/corpus.ts'
-import { highWaterBytes, machine, median, resetHighWater, round } from './lib/machine.ts'
+import { highWaterBytes, highWaterSinceStart, machine, median, resetHighWater, round } from './lib/machine.ts'
 import { progress } from './lib/progress.ts'
 import { startUploadClient } from './lib/upload-client.ts'
 import { computePoolNote } from './report/normalise.ts'
@@ -159,8 +159,6 @@ const BREAKDOWN_STEP = 16 * 2 ** 20
  * BREAKDOWN_STEP of the highest sample.
  */
 class RssPeak {
-  /** The process's high-water mark before this window reset it (start-up included), bytes; null off Linux. */
-  readonly before = highWaterBytes()
   /** Whether max() is the kernel's high-water mark over the window. */
   readonly exact = resetHighWater()
   /** The highest RSS sample() read. */
@@ -245,8 +243,7 @@ async function ingestRun(app: App, base: string, kb: string, files: string, conc
     client.go()
     let finished = 0
     let counts: Record<string, number> = {}
-    // RSS sampled every turn: the process's high-water mark (maxRSS) also holds its start, when PGlite's initdb of a
-    // new data folder peaks, which is not what a growing batch costs.
+    // The peak over this run only (RssPeak resets the kernel's mark), sampled every turn as well for its breakdown.
     const peak = new RssPeak()
     while (finished < count) {
       await new Promise((r) => setTimeout(r, 100))
@@ -280,7 +277,7 @@ async function ingestRun(app: App, base: string, kb: string, files: string, conc
       skipped: m.skipped - before.skipped, bytes: m.bytes - before.bytes, chunks: m.chunks - before.chunks,
       stageMs: Object.fromEntries(STAGES.map((s) => [s, m.stageMs[s] - before.stageMs[s]])) as PipelineMetrics['stageMs'],
     }
-    return { seconds, cpuMs, threads, computePool, uploadClientCpuMs: clientReport.cpu_ms, counts, metrics, rssMaxMb: peak.max() / 2 ** 20, rssSampledMb: peak.sampled / 2 ** 20, rssExact: peak.exact, startHighWater: peak.before, atPeak: peak.atPeak, eventLoopDelayMs }
+    return { seconds, cpuMs, threads, computePool, uploadClientCpuMs: clientReport.cpu_ms, counts, metrics, rssMaxMb: peak.max() / 2 ** 20, rssSampledMb: peak.sampled / 2 ** 20, rssExact: peak.exact, atPeak: peak.atPeak, eventLoopDelayMs }
   }
 }
 
@@ -314,7 +311,7 @@ async function service(files: string, warm: string | undefined, concurrency: num
       writeFileSync(profileFile, JSON.stringify(profile))
       run = value
     }
-    const { seconds, cpuMs, threads, computePool, uploadClientCpuMs, counts, metrics, rssMaxMb, rssSampledMb, rssExact, startHighWater, atPeak, eventLoopDelayMs } = run
+    const { seconds, cpuMs, threads, computePool, uploadClientCpuMs, counts, metrics, rssMaxMb, rssSampledMb, rssExact, atPeak, eventLoopDelayMs } = run
     bar.done()
     // Every document is indexed (searchable: rows not yet in the HNSW graph are scanned exactly). The graph
     // trails a bulk ingest and catches up once writes pause: how long that takes is reported beside it.
@@ -333,8 +330,8 @@ async function service(files: string, warm: string | undefined, concurrency: num
     const peakRssMb = Math.max(rssMaxMb, catchUp.max() / 2 ** 20)
     const sampledPeakRssMb = Math.max(rssSampledMb, catchUp.sampled / 2 ** 20)
     const memoryAtPeak = rssSampledMb >= catchUp.sampled / 2 ** 20 ? atPeak : catchUp.atPeak
-    // maxRSS counts from the last reset of the mark (Linux): start-up's high-water is the one read before the first.
-    const highWaterRssMb = Math.max(process.resourceUsage().maxRSS / 1024, (startHighWater ?? 0) / 2 ** 20, peakRssMb)
+    // Since the process started, through the windows' resets (Linux); elsewhere getrusage's maxRSS, never reset there.
+    const highWaterRssMb = Math.max((highWaterSinceStart() ?? process.resourceUsage().maxRSS * 1024) / 2 ** 20, peakRssMb)
     return { seconds, cpuMs, threads, computePool, uploadClientCpuMs, fileCreateUs: createProbe.us, graphCatchUp, counts, metrics, peakRssMb, peakRssExact: rssExact && catchUp.exact, sampledPeakRssMb, ingestPeakRssMb: rssMaxMb, highWaterRssMb, memoryAtPeak, eventLoopDelayMs }
   } finally {
     await app.close()

@@ -52,7 +52,7 @@ export function v8PoolSize(cores: number): number {
  * How far V8 lets a heap's old generation grow past what its last full collection kept alive before it collects
  * again, in percent (V8's --heap-growing-percent; every thread's heap: main, compute pool, PGlite). V8's own factor
  * moves with its measured collection speed and reached up to 4x through a bulk ingest: the main thread kept 51 MB
- * alive in a heap of 130 MB. At 100 (2x), bench/ingest.bench.ts --service-only --documents=5000 (Intel Xeon, 2
+ * alive in a heap of 130 MB. Measured when it was set to 100 (2x), bench/ingest.bench.ts --service-only --documents=5000 (Intel Xeon, 2
  * cores, runs in turn): peak RSS 555 and 560 MB against 625, 644 and 651 MB, at 97.0 and 93.1 against 95.5, 96.9
  * and 84.8 documents/s and 15.8 and 16.5 against 15.7, 15.8 and 17.9 ms of CPU per document; 60 gave 538-549 MB
  * for about 0.6 ms more CPU per document in V8's helper threads, 30 gave 538-545 MB for 1.8 ms more and 5 % fewer
@@ -105,7 +105,7 @@ export const COMPACT_HEAP_LIMIT_BYTES = 192 * 2 ** 20
 
 /** Whether the process was started with V8's compaction flag either way (Node refuses it in NODE_OPTIONS). */
 export function compactionFlagSet(execArgv: readonly string[]): boolean {
-  return execArgv.some((a) => /^--(no-?)?compact[-_]on[-_]every[-_]full[-_]gc(=|$)/.test(a))
+  return execArgv.some((a) => /^--(no[-_]?)?compact[-_]on[-_]every[-_]full[-_]gc(=|$)/.test(a))
 }
 
 let operatorFlag: boolean | undefined
@@ -133,11 +133,12 @@ let operatorFlag: boolean | undefined
  * Moving every survivor is a main-thread pause that grows with the live heap: 158 ms against 52-90 ms swept in place
  * at the end of those 5,000 documents; in a process of its own, a heap of small objects (AMD EPYC, family 26, 2
  * cores) 43 MB alive: 202-209 ms against 63-79 ms; 163 MB alive: 784-823 ms against 275-334 ms. So a heap with more
- * than COMPACT_HEAP_LIMIT_BYTES in use before the collection is swept in place, its pause the plain one. Where the
+ * than COMPACT_HEAP_LIMIT_BYTES in use before the collection (garbage included: what is alive is known only after
+ * it) is swept in place, its pause the plain one; the result says which it was. Where the
  * process was started with --compact-on-every-full-gc or --no-compact-on-every-full-gc, that flag is left as the
  * operator set it.
  */
-export function collectGarbage(limitBytes = COMPACT_HEAP_LIMIT_BYTES): number | null {
+export function collectGarbage(limitBytes = COMPACT_HEAP_LIMIT_BYTES): { ms: number; compacted: boolean } | null {
   if (gcFunction === undefined) {
     const exposed = (globalThis as { gc?: () => void }).gc
     try {
@@ -161,7 +162,7 @@ export function collectGarbage(limitBytes = COMPACT_HEAP_LIMIT_BYTES): number | 
   } finally {
     if (compact) setFlagsFromString('--no-compact-on-every-full-gc')
   }
-  return performance.now() - started
+  return { ms: performance.now() - started, compacted: compact }
 }
 
 /** glibc's libc, loaded through koffi once: null off glibc or where koffi has no build for the platform. */

@@ -33,12 +33,22 @@ export const round = (x: number, digits = 2): number => +x.toFixed(digits)
  * collection's pause is both).
  */
 export function resetHighWater(): boolean {
+  highestBeforeReset = Math.max(highestBeforeReset, highWaterBytes() ?? 0)
   try {
     writeFileSync('/proc/self/clear_refs', '5')
     return true
   } catch {
     return false
   }
+}
+
+/** The highest high-water mark a reset has cleared, bytes. */
+let highestBeforeReset = 0
+
+/** This process's RSS high-water mark since it started (exec), bytes, through any resets; null off Linux. */
+export function highWaterSinceStart(): number | null {
+  const now = highWaterBytes()
+  return now === null ? null : Math.max(highestBeforeReset, now)
 }
 
 /** This process's RSS high-water mark in bytes (VmHWM: since start, or since resetHighWater()); null off Linux. */

@@ -267,6 +267,7 @@ function ingest(raw: unknown): Normalised {
   const rssExact = at(raw, 'results.peak_rss_exact') === true
   if (rssExact && num(raw, 'results.sampled_peak_rss_mb') !== undefined) {
     add('peak RSS, highest of samples every 100 ms', num(raw, 'results.sampled_peak_rss_mb'), null, { unit: 'MB', higher_is_better: false, tracked: false })
+    notes.push("peak RSS is the kernel's high-water mark over the run; runs before 2026-12-02 reported the highest of samples every 100 ms, 0-23 MB below it at 5,000 documents in that day's runs")
   }
   // Where the memory was at that peak (bench/ingest.bench.ts memoryAt): what a target on RSS has to come out of.
   const atPeak = obj(raw, 'results.memory_at_peak_mb')

@@ -49,8 +49,8 @@ export default definePlugin<DocsPlugin & { close(): Promise<void> }>({
       // The end of a bulk ingest: its garbage is collected at once instead of when V8 next gets to it (collectGarbage),
       // and what that freed goes back to the OS (trimHeap).
       const afterBurst = () => {
-        const gcMs = collectGarbage()
-        ctx.log.debug({ gc_ms: gcMs, trim_ms: trimHeap() }, 'bulk ingest over: heap collected')
+        const gc = collectGarbage()
+        ctx.log.debug({ gc_ms: gc?.ms ?? null, compacted: gc?.compacted ?? null, trim_ms: trimHeap() }, 'bulk ingest over: heap collected')
       }
       // During one, glibc's free pages go back once a second, while documents keep being taken.
       let seen = processor.metrics.documents

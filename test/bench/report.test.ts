@@ -217,10 +217,12 @@ describe('normalisation of each benchmark', () => {
     const sampled = byMetric(exact.comparisons, 'peak RSS, highest of samples every 100 ms')
     assert.deepEqual([sampled.ours, sampled.tracked], [476, false])
     assert.ok(exact.notes.includes('memory at the peak RSS sampled, MB: rss 470, heap total 110'), exact.notes.join('; '))
+    assert.ok(exact.notes.some((x) => x.startsWith("peak RSS is the kernel's high-water mark over the run; runs before 2026-12-02")), exact.notes.join('; '))
     // Sampled only (off Linux, or an older run): the peak is the samples' highest, and nothing is shown twice.
     const only = normalise('ingest', { sizes: { documents: 5000 }, results: { ...results, peak_rss_exact: false } })
     assert.equal(only.comparisons.some((c) => c.metric === 'peak RSS, highest of samples every 100 ms'), false)
     assert.ok(only.notes.includes('memory at the peak RSS, MB: rss 470, heap total 110'), only.notes.join('; '))
+    assert.equal(only.notes.some((x) => x.startsWith("peak RSS is the kernel's high-water mark")), false)
   })
 
   it('ingest: targets met; at another size documents/s is not judged and the missing growth series is a note', () => {
