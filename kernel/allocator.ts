@@ -52,8 +52,8 @@ export function v8PoolSize(cores: number): number {
  * How far V8 lets a heap's old generation grow past what its last full collection kept alive before it collects
  * again, in percent (V8's --heap-growing-percent; every thread's heap: main, compute pool, PGlite). V8's own factor
  * moves with its measured collection speed and reached up to 4x through a bulk ingest: the main thread kept 51 MB
- * alive in a heap of 130 MB. Measured when it was set to 100 (2x), bench/ingest.bench.ts --service-only --documents=5000 (Intel Xeon, 2
- * cores, runs in turn): peak RSS 555 and 560 MB against 625, 644 and 651 MB, at 97.0 and 93.1 against 95.5, 96.9
+ * alive in a heap of 130 MB. Measured when it was set to 100 (2x), bench/ingest.bench.ts --service-only
+ * --documents=5000 (Intel Xeon, 2 cores, runs in turn): peak RSS 555 and 560 MB against 625, 644 and 651 MB, at 97.0 and 93.1 against 95.5, 96.9
  * and 84.8 documents/s and 15.8 and 16.5 against 15.7, 15.8 and 17.9 ms of CPU per document; 60 gave 538-549 MB
  * for about 0.6 ms more CPU per document in V8's helper threads, 30 gave 538-545 MB for 1.8 ms more and 5 % fewer
  * documents/s. --optimize-for-size gave 456-475 MB for 18 % fewer documents/s. Search under load
@@ -111,8 +111,8 @@ export function compactionFlagSet(execArgv: readonly string[]): boolean {
 let operatorFlag: boolean | undefined
 
 /**
- * A full garbage collection of the calling thread's heap; its duration in ms, or null where V8 does not give gc.
- * The docs worker runs it at the end of a bulk ingest (plugins/docs/worker.ts, afterBurst). V8 collects the old
+ * A full garbage collection of the calling thread's heap: its duration in ms and whether it compacted, or null where
+ * V8 does not give gc. The docs worker runs it at the end of a bulk ingest (plugins/docs/index.ts, afterBurst). V8 collects the old
  * generation when it has grown well past what survived the last collection, and through a bulk ingest that is
  * 50-100 MB of dead objects and buffers (the uploads, the pipeline's texts and vectors, the log's records), which
  * glibc's heap then holds: 5,000 documents (bench/ingest.bench.ts --service-only) ended with 100 MB of heap and
@@ -134,9 +134,8 @@ let operatorFlag: boolean | undefined
  * at the end of those 5,000 documents; in a process of its own, a heap of small objects (AMD EPYC, family 26, 2
  * cores) 43 MB alive: 202-209 ms against 63-79 ms; 163 MB alive: 784-823 ms against 275-334 ms. So a heap with more
  * than COMPACT_HEAP_LIMIT_BYTES in use before the collection (garbage included: what is alive is known only after
- * it) is swept in place, its pause the plain one; the result says which it was. Where the
- * process was started with --compact-on-every-full-gc or --no-compact-on-every-full-gc, that flag is left as the
- * operator set it.
+ * it) is swept in place, its pause the plain one. Where the process was started with --compact-on-every-full-gc or
+ * --no-compact-on-every-full-gc, that flag is left as the operator set it.
  */
 export function collectGarbage(limitBytes = COMPACT_HEAP_LIMIT_BYTES): { ms: number; compacted: boolean } | null {
   if (gcFunction === undefined) {

@@ -26,6 +26,9 @@ export const percentile = (xs: readonly number[], p: number): number => {
 
 export const round = (x: number, digits = 2): number => +x.toFixed(digits)
 
+/** The highest high-water mark a reset has cleared, bytes. */
+let highestBeforeReset = 0
+
 /**
  * The kernel's high-water mark of this process's RSS (VmHWM), reset to its RSS now: true on Linux (writing 5 to
  * /proc/self/clear_refs), false where that cannot be done. From then on highWaterBytes() holds every rise, also one
@@ -41,9 +44,6 @@ export function resetHighWater(): boolean {
     return false
   }
 }
-
-/** The highest high-water mark a reset has cleared, bytes. */
-let highestBeforeReset = 0
 
 /** This process's RSS high-water mark since it started (exec), bytes, through any resets; null off Linux. */
 export function highWaterSinceStart(): number | null {
