@@ -3,43 +3,50 @@
 // another count: 3 on 2 cores took longer, 19.7 against 19.0 minutes), the longest first. The runner
 // starts the files in this order as its slots free up, so a long file started last would run alone at the end while the
 // other slot idles: in name order (what `node --test` does with the files it is given, whatever their order) a run ended on
-// the security suites (fuzz-ent 108 s). LONGEST is what one run measured (seconds of each file's suites, AMD EPYC, 2
-// cores, 2026-11-29); a file not named there follows in name order. The list only orders: a file missing from it changes
-// nothing else (test/readme/test-run.test.ts checks that every file it names exists).
+// the security suites (fuzz-ent 108 s). LONGEST is what one run measured (QUARRY_TEST_TIMES below; Intel Xeon, 2 cores,
+// 2026-12-02: 1,062 s of suites, 591 s in all); a file not named there follows in name order. The list only orders: a
+// file missing from it changes nothing else (test/readme/test-run.test.ts checks that every file it names exists).
 //
 //   node --import ./test/scratch.mjs --import tsx test/run.mjs [files...]   (npm test adds --openssl-legacy-provider)
 //   node test/run.mjs --list                                               prints the files in order
 //
 // Given files, it runs those instead. The processes it starts get its own Node options (the --import hooks among them).
-import { readdirSync } from 'node:fs'
+// QUARRY_TEST_TIMES=<file> writes, when the run ends, each file's seconds (its top-level tests' durations summed,
+// the longest first) as JSON to that file: what LONGEST below is made from. A test is counted under the file that
+// defines it, as node:test reports it: a suite a shared module defines (test/adapters/vectors.contract.ts) is
+// counted under that module, once for all the files that run it.
+import { readdirSync, writeFileSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
-import { join, resolve } from 'node:path'
+import { join, relative, resolve } from 'node:path'
 import { run } from 'node:test'
 import { spec, tap } from 'node:test/reporters'
 import { fileURLToPath } from 'node:url'
 
 const LONGEST = [
-  'crash/crash-loop', // 112 s
-  'security/fuzz-ent', // 103
-  'plugins/docs-stop', // 91
-  'plugins/transfer/transfer', // 80
-  'plugins/docs', // 69
-  'plugins/dedup-siblings', // 67 (2026-11-30, with the test of documents uploaded together)
-  'adapters/metadata', // 57
-  'cli/migrate', // 56
-  'security/fuzz', // 54
-  'plugins/pgvector', // 53
-  'plugins/authz/matrix', // 50
-  'plugins/reconcile', // 50
-  'plugins/transfer/hold', // 49
-  'plugins/authz/roles', // 49
-  'plugins/docs-faults', // 48
-  'cli/commands', // 45
-  'plugins/search', // 44
-  'cli/ingest', // 38
-  'security/hostile-files', // 38
-  'readme/walkthrough', // 35
-  'plugins/connectors/processes', // 35
+  'crash/crash-loop', // 76.9 s
+  'security/fuzz-ent', // 58.5
+  'plugins/docs-stop', // 46.5
+  'plugins/transfer/transfer', // 34.2
+  'plugins/dedup-siblings', // 31.8
+  'plugins/docs', // 31.3
+  'plugins/search', // 30.8
+  'cli/migrate', // 30.6
+  'plugins/authz/roles', // 29.9
+  'plugins/authz/matrix', // 28.9
+  'security/fuzz', // 28.8
+  'plugins/docs-faults', // 25.4
+  'plugins/pgvector', // 24.2
+  'plugins/reconcile', // 23.4
+  'plugins/connectors/sources', // 23.4
+  'adapters/metadata', // 23.1
+  'cli/commands', // 22.5
+  'plugins/dedup-index', // 22
+  'security/hostile-files', // 19.4
+  'plugins/connectors/connectors', // 17.4
+  'cli/ingest', // 17.3
+  'security/ssrf', // 17.1
+  'readme/walkthrough', // 17.1
+  'plugins/transfer/hold', // 17
 ].map((name) => `test/${name}.test.ts`)
 
 const root = fileURLToPath(new URL('..', import.meta.url))
@@ -72,6 +79,21 @@ if (args[0] === '--list') {
   stream.on('test:fail', (data) => {
     if (data.todo === undefined && data.skip === undefined) process.exitCode = 1
   })
+  const timesFile = process.env.QUARRY_TEST_TIMES
+  if (timesFile) {
+    const seconds = new Map()
+    const count = (data) => {
+      if (data.nesting !== 0 || !data.file) return
+      const file = relative(root, data.file)
+      seconds.set(file, (seconds.get(file) ?? 0) + data.details.duration_ms / 1000)
+    }
+    stream.on('test:pass', count)
+    stream.on('test:fail', count)
+    process.on('exit', () => {
+      const sorted = [...seconds].sort((a, b) => b[1] - a[1]).map(([file, s]) => [file, Math.round(s * 10) / 10])
+      writeFileSync(timesFile, `${JSON.stringify(Object.fromEntries(sorted), null, 1)}\n`)
+    })
+  }
   // node --test's default reporters: spec on a terminal, TAP otherwise.
   stream.compose(process.stdout.isTTY ? new spec() : tap).pipe(process.stdout)
 }

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { join, relative } from 'node:path'
 import { describe, it } from 'node:test'
 import { ROOT } from './markdown.ts'
 
@@ -61,6 +61,26 @@ it('starts with the shared folder', () => assert.match(readFileSync('/proc/self/
     assert.equal(withScratch.status, 0, withScratch.stdout)
     assert.equal(runner(passes, fails).status, 1)
     assert.equal(runner(broken).status, 1)
+  })
+
+  it('writes each file\'s seconds, the longest first, where QUARRY_TEST_TIMES says (what LONGEST is made from)', (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'quarry-run-times-'))
+    t.after(() => rmSync(dir, { recursive: true, force: true }))
+    const file = (name: string, body: string) => {
+      writeFileSync(join(dir, name), `import { it } from 'node:test'\nimport { setTimeout as sleep } from 'node:timers/promises'\n${body}\n`)
+      return join(dir, name)
+    }
+    const quick = file('quick.test.mjs', "it('is quick', () => {})")
+    const slow = file('slow.test.mjs', "it('waits', () => sleep(400))\nit('waits again', () => sleep(400))")
+    const times = join(dir, 'times.json')
+    const { NODE_TEST_CONTEXT: _child, ...env } = process.env
+    const r = spawnSync(process.execPath, ['test/run.mjs', quick, slow], { cwd: ROOT, env: { ...env, QUARRY_TEST_TIMES: times }, encoding: 'utf8' })
+    assert.equal(r.status, 0, r.stdout)
+    const written = JSON.parse(readFileSync(times, 'utf8')) as Record<string, number>
+    const slowName = relative(ROOT, slow)
+    assert.deepEqual(Object.keys(written), [slowName, relative(ROOT, quick)])
+    // both of the slow file's tests counted: more than their 0.8 s of waiting together
+    assert.ok(written[slowName] >= 0.8, `${written[slowName]} s`)
   })
 
   it("gives its processes one shared folder, which the process that made it removes at exit", (t) => {
