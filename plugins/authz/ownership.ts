@@ -36,7 +36,7 @@ export async function transferOwnership(db: SqlRunner, kbId: string, newOwner: s
   const former = current[0]?.user_id ?? null
   if (former !== newOwner) {
     // Demoted first: a KB has at most one owner row (kb_members_one_owner).
-    if (former) await db.query(`UPDATE kb_members SET role = 'admin' WHERE kb_id = $1 AND user_id = $2`, [kbId, former])
+    if (former !== null) await db.query(`UPDATE kb_members SET role = 'admin' WHERE kb_id = $1 AND user_id = $2`, [kbId, former])
     await db.query(
       `INSERT INTO kb_members (kb_id, user_id, role, granted_by) VALUES ($1, $2, 'owner', $3)
        ON CONFLICT (kb_id, user_id) DO UPDATE SET role = 'owner'`,

@@ -79,6 +79,30 @@ export function metadataContract(name: string, open: () => Promise<Sql>, fresh: 
     assert.equal(r.b, true)
   }))
 
+  it(`${name}: a text value that starts with U+FEFF comes back as stored (PGlite's decoder dropped the mark)`, () => withSql(async (sql) => {
+    await migrate(sql)
+    for (const v of ['\uFEFF', '\uFEFFabc', '\uFEFF\uFEFFx', 'a\uFEFF']) {
+      const [r] = await sql.query<{ v: string; n: number; arr: string[]; doc: unknown }>(
+        'SELECT $1::text AS v, length($1::text) AS n, ARRAY[$1::text] AS arr, to_jsonb($1::text) AS doc', [v])
+      assert.equal(r.v, v, `the value ${JSON.stringify(v)}`)
+      assert.equal(r.n, v.length)
+      assert.deepEqual(r.arr, [v])
+      assert.equal(r.doc, v)
+    }
+    // Stored in a table and read back by what it holds: the owner row of a KB handed to the user id '\uFEFF'.
+    const kb = `bom-${Date.now()}`
+    await sql.query(`INSERT INTO knowledge_bases (kb_id, kb_name) VALUES ($1, 'BOM')`, [kb])
+    try {
+      await sql.query(`INSERT INTO kb_members (kb_id, user_id, role, granted_by) VALUES ($1, $2, 'owner', 'x')`, [kb, '\uFEFF'])
+      const owner = await sql.query<{ user_id: string }>(`SELECT user_id FROM kb_members WHERE kb_id = $1 AND role = 'owner'`, [kb])
+      assert.deepEqual(owner, [{ user_id: '\uFEFF' }])
+      const moved = await sql.query<{ user_id: string }>(`UPDATE kb_members SET role = 'admin' WHERE kb_id = $1 AND user_id = $2 RETURNING user_id`, [kb, owner[0].user_id])
+      assert.equal(moved.length, 1, 'the row is found again by the id read back')
+    } finally {
+      await sql.query('DELETE FROM knowledge_bases WHERE kb_id = $1', [kb])
+    }
+  }))
+
   it(`${name}: transactions commit, roll back on a throw, and see their own writes`, () => withSql(async (sql) => {
     await migrate(sql)
     const kb = `tx-${Math.random().toString(36).slice(2, 8)}`

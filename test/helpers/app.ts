@@ -47,6 +47,18 @@ export interface StartOptions {
  * processes that start at once may both build it, and the second one's copy is dropped. Without that folder, once per
  * test process. Tests of a fresh database itself (start-up, migrations) open PGlite directly and never see this.
  */
+/**
+ * The logger of a test's service: silent, unless QUARRY_TEST_LOG names a level (DEBUG, INFO, WARNING, ERROR), which
+ * writes the services' log lines at that level and above to standard output, where the runner shows them (how the
+ * fuzz run's 500 of transfer-owner was traced to its cause).
+ */
+function testLogger(): Logger {
+  const level = process.env.QUARRY_TEST_LOG
+  if (level === undefined || level === '') return createLogger('SILENT')
+  if (!['DEBUG', 'INFO', 'WARNING', 'ERROR'].includes(level)) throw new Error(`QUARRY_TEST_LOG must be DEBUG, INFO, WARNING or ERROR, not ${level}`)
+  return createLogger(level as 'DEBUG' | 'INFO' | 'WARNING' | 'ERROR')
+}
+
 let pgliteTemplate: Promise<string> | undefined
 const migratedPglite = () =>
   (pgliteTemplate ??= (async () => {
@@ -118,7 +130,7 @@ export async function startApp(t: TestContext | { after(fn: () => unknown): void
   }
   if (!opts.services && raw.data_dir === dataDir && !raw.postgres?.host) await seedPglite(dataDir)
   const { settings } = resolveSettings(raw, { REDIS_PASSWORD: undefined })
-  const app = await createApp({ settings, plugins: opts.plugins ?? defaultPlugins(), log: opts.log ?? createLogger('SILENT') })
+  const app = await createApp({ settings, plugins: opts.plugins ?? defaultPlugins(), log: opts.log ?? testLogger() })
   cleanups.unshift(() => app.close())
   t.after(async () => {
     for (const c of cleanups) await c()

@@ -44,6 +44,17 @@ onDriverSets('authz: ownership', (w) => {
     assert.equal((await w.call('oscar', 'GET', `/api/kb/${kb}`)).body.my_role, 'owner')
   })
 
+  it('a user id that starts with U+FEFF is kept as given: that owner hands the KB on (the fuzz run found a 500)', async () => {
+    const kb = await w.newKb('olivia')
+    for (const to of ['\uFEFF', '\uFEFFbom']) {
+      const res = await transfer('root', kb, to)
+      assert.deepEqual([res.status, res.body], [200, { kb_id: kb, owner: to }])
+    }
+    const res = await transfer('root', kb, 'oscar')
+    assert.deepEqual([res.status, res.body], [200, { kb_id: kb, owner: 'oscar' }])
+    assert.deepEqual(await roles(kb), { olivia: 'admin', '\uFEFF': 'admin', '\uFEFFbom': 'admin', oscar: 'owner' })
+  })
+
   it('only the owner or a super-admin: 403 for an admin and an outsider, 404 for an absent KB, 422 without a user id', async () => {
     const kb = await w.newKb('olivia')
     await w.grant(kb, 'adam', 'admin')
