@@ -5,7 +5,12 @@ export type { Logger }
 
 const LEVELS = { DEBUG: 'debug', INFO: 'info', WARNING: 'warn', ERROR: 'error' } as const
 
-export function createLogger(level: keyof typeof LEVELS | 'SILENT' = 'INFO', destination?: DestinationStream): Logger {
+export type LogLevel = keyof typeof LEVELS
+
+/** Whether `name` is one of the levels (DEBUG, INFO, WARNING, ERROR). */
+export const isLogLevel = (name: string): name is LogLevel => Object.hasOwn(LEVELS, name)
+
+export function createLogger(level: LogLevel | 'SILENT' = 'INFO', destination?: DestinationStream): Logger {
   return pino(
     {
       level: level === 'SILENT' ? 'silent' : LEVELS[level],

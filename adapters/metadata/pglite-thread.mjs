@@ -4,8 +4,8 @@
 // declares the messages' types (Request, Reply, SerializedError).
 //
 // Plain JavaScript, started with no TypeScript hooks: registering tsx in this thread cost the process 50-60 MB
-// of RSS (an idle service: 378-393 MB with it, 327-345 without). So this file and what it imports of ours (keep-bom.mjs, codecs.mjs,
-// kernel/thread-name.mjs) need no transpiling.
+// of RSS (an idle service: 378-393 MB with it, 327-345 without). So this file and what it imports of ours
+// (keep-bom.mjs, codecs.mjs, kernel/thread-name.mjs) need no transpiling.
 import { parentPort, workerData } from 'node:worker_threads'
 // first: before PGlite makes its text decoders (keep-bom.mjs says why)
 import './keep-bom.mjs'

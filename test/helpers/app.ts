@@ -10,7 +10,7 @@ import { createPgliteSql } from '../../adapters/metadata/pglite.ts'
 import { migrate } from '../../adapters/metadata/migrate.ts'
 import { createApp, type App } from '../../kernel/app.ts'
 import { resolveSettings } from '../../kernel/config/load.ts'
-import { createLogger, type Logger } from '../../kernel/log.ts'
+import { createLogger, isLogLevel, type Logger } from '../../kernel/log.ts'
 import type { Plugin } from '../../kernel/plugin.ts'
 import { defaultPlugins } from '../../kernel/plugins.ts'
 import { createTempDatabase } from './pg.ts'
@@ -40,14 +40,6 @@ export interface StartOptions {
 }
 
 /**
- * A migrated PGlite database made once per test run and copied into each new embedded data folder: initdb and the
- * migrations take 7 s of wall time (10 s of CPU), a copy a fraction of one, and an app opening the copy finds every
- * migration applied. It is made in the run's shared folder (QUARRY_TEST_SHARED, set by test/scratch.mjs) by the first
- * test process that needs it, built beside and renamed into place so that a process never copies half of one; two
- * processes that start at once may both build it, and the second one's copy is dropped. Without that folder, once per
- * test process. Tests of a fresh database itself (start-up, migrations) open PGlite directly and never see this.
- */
-/**
  * The logger of a test's service: silent, unless QUARRY_TEST_LOG names a level (DEBUG, INFO, WARNING, ERROR), which
  * writes the services' log lines at that level and above to standard output, where the runner shows them (how the
  * fuzz run's 500 of transfer-owner was traced to its cause).
@@ -55,10 +47,18 @@ export interface StartOptions {
 function testLogger(): Logger {
   const level = process.env.QUARRY_TEST_LOG
   if (level === undefined || level === '') return createLogger('SILENT')
-  if (!['DEBUG', 'INFO', 'WARNING', 'ERROR'].includes(level)) throw new Error(`QUARRY_TEST_LOG must be DEBUG, INFO, WARNING or ERROR, not ${level}`)
-  return createLogger(level as 'DEBUG' | 'INFO' | 'WARNING' | 'ERROR')
+  if (!isLogLevel(level)) throw new Error(`QUARRY_TEST_LOG must be DEBUG, INFO, WARNING or ERROR, not ${level}`)
+  return createLogger(level)
 }
 
+/**
+ * A migrated PGlite database made once per test run and copied into each new embedded data folder: initdb and the
+ * migrations take 7 s of wall time (10 s of CPU), a copy a fraction of one, and an app opening the copy finds every
+ * migration applied. It is made in the run's shared folder (QUARRY_TEST_SHARED, set by test/scratch.mjs) by the first
+ * test process that needs it, built beside and renamed into place so that a process never copies half of one; two
+ * processes that start at once may both build it, and the second one's copy is dropped. Without that folder, once per
+ * test process. Tests of a fresh database itself (start-up, migrations) open PGlite directly and never see this.
+ */
 let pgliteTemplate: Promise<string> | undefined
 const migratedPglite = () =>
   (pgliteTemplate ??= (async () => {
