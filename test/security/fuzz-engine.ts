@@ -167,17 +167,20 @@ function fitHead(d: Draft): void {
   let over = total() - HEAD_BUDGET
   if (over <= 0) return
   while (over > 0) {
-    const longest = parts.reduce((a, b) => (Buffer.byteLength(b.get()) > Buffer.byteLength(a.get()) ? b : a))
-    const v = longest.get()
+    const longest = parts.reduce((a, b) => (Buffer.byteLength(b.get()) > Buffer.byteLength(a.get()) ? b : a), parts[0])
+    const chars = Array.from(longest?.get() ?? '')
+    // Nothing left to cut (header names alone over the budget, which no mutation makes): leave it as it is.
+    if (chars.length === 0) break
     // Whole characters, and no percent escape cut in two.
-    let cut = Array.from(v).slice(0, Math.max(0, Array.from(v).length - over)).join('')
+    let cut = chars.slice(0, Math.max(0, chars.length - over)).join('')
     const escape = cut.lastIndexOf('%')
-    if (escape >= cut.length - 2 && escape >= 0) cut = cut.slice(0, escape)
+    if (escape >= 0 && escape >= cut.length - 2) cut = cut.slice(0, escape)
     longest.set(cut)
     over = total() - HEAD_BUDGET
   }
   d.mutation.push('cut to the head limit')
 }
+
 const WORDS = 'leave policy annual manager request river engine protein galaxy harbor violin theorem crystal meadow budget report'.split(' ')
 
 /** Strings that have broken services before: storage refusals, encodings, injections, sizes. */
