@@ -96,7 +96,11 @@ export async function seedPglite(dataDir: string): Promise<void> {
 
 export async function startApp(t: TestContext | { after(fn: () => unknown): void }, opts: StartOptions = {}): Promise<StartedApp> {
   const dataDir = mkdtempSync(join(tmpdir(), 'quarry-test-'))
-  const cleanups: (() => Promise<void> | void)[] = [() => rmSync(dataDir, { recursive: true, force: true })]
+  // The folder holds a copy of the PGlite template (39 MB) in /dev/shm, that is in memory: it goes when the test ends,
+  // and when the process exits should the test's clean-up not run or fail before it.
+  const removeDir = () => rmSync(dataDir, { recursive: true, force: true })
+  process.once('exit', removeDir)
+  const cleanups: (() => Promise<void> | void)[] = [removeDir]
   const raw: Record<string, any> = {
     data_dir: dataDir,
     logging: { level: 'ERROR' },
@@ -133,7 +137,18 @@ export async function startApp(t: TestContext | { after(fn: () => unknown): void
   const app = await createApp({ settings, plugins: opts.plugins ?? defaultPlugins(), log: opts.log ?? testLogger() })
   cleanups.unshift(() => app.close())
   t.after(async () => {
-    for (const c of cleanups) await c()
+    // Every step runs though an earlier one fails (a service that fails to close still has its folder removed); the
+    // first failure is the test's.
+    let failure: unknown = null
+    for (const c of cleanups) {
+      try {
+        await c()
+      } catch (err) {
+        failure ??= err
+      }
+    }
+    process.removeListener('exit', removeDir)
+    if (failure !== null) throw failure
   })
   let url = ''
   if (opts.listen !== false) {

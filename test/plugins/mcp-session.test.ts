@@ -3,7 +3,7 @@
 import { describe, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { createHmac } from 'node:crypto'
-import { readFileSync } from 'node:fs'
+import { readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
@@ -121,8 +121,11 @@ describe('mcp sessions on the embedded default', () => {
     assert.equal(sedData(await res.text()).id, 2)
   })
 
-  it('ids signed with the secret in data_dir stay valid for every reader of that secret (a restarted process)', async () => {
+  it('ids signed with the secret in data_dir stay valid for every reader of that secret (a restarted process)', async (t) => {
     const dir = join(process.env.TMPDIR ?? '/tmp', `quarry-secrets-${process.pid}-${Date.now()}`)
+    t.after(() => {
+      for (const d of [dir, `${dir}-other`]) rmSync(d, { recursive: true, force: true })
+    })
     const first = createSessionIds(createFileSecrets(dir))
     const second = createSessionIds(createFileSecrets(dir))
     const other = createSessionIds(createFileSecrets(`${dir}-other`))
