@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto'
 import type { TestContext } from 'node:test'
 import { createPgliteSql } from '../../adapters/metadata/pglite.ts'
 import { migrate } from '../../adapters/metadata/migrate.ts'
+import type { Adapters } from '../../adapters/ports.ts'
 import { createApp, type App } from '../../kernel/app.ts'
 import { resolveSettings } from '../../kernel/config/load.ts'
 import { createLogger, isLogLevel, type Logger } from '../../kernel/log.ts'
@@ -92,6 +93,18 @@ const migratedPglite = () =>
 /** Copies the migrated PGlite database into a data folder that a service (of this process or a child) opens next. */
 export async function seedPglite(dataDir: string): Promise<void> {
   cpSync(await migratedPglite(), join(dataDir, 'pglite'), { recursive: true })
+}
+
+/**
+ * The kernel alone with `plugins`, listening on an ephemeral port, closed when the test ends: for routes that touch
+ * no storage port (kernel and transport tests).
+ */
+export async function startKernel(t: { after(fn: () => unknown): void }, plugins: Plugin<any>[]): Promise<{ app: App; port: number; url: string }> {
+  const { settings } = resolveSettings({ server: { shutdown_grace_sec: 1 } })
+  const app = await createApp({ settings, plugins, adapters: {} as Adapters, log: createLogger('SILENT') })
+  t.after(() => app.close())
+  const port = await app.listen(0, '127.0.0.1')
+  return { app, port, url: `http://127.0.0.1:${port}` }
 }
 
 export async function startApp(t: TestContext | { after(fn: () => unknown): void }, opts: StartOptions = {}): Promise<StartedApp> {

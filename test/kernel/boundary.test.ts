@@ -5,26 +5,15 @@ import { request as httpRequest } from 'node:http'
 import { describe, it } from 'node:test'
 import assert from 'node:assert/strict'
 import { Type } from '@sinclair/typebox'
-import { createApp, type App } from '../../kernel/app.ts'
-import { resolveSettings } from '../../kernel/config/load.ts'
 import { AppError, clip } from '../../kernel/errors.ts'
 import { readMultipart } from '../../kernel/http/multipart.ts'
-import { createLogger } from '../../kernel/log.ts'
 import { buildOpenApi } from '../../kernel/openapi.ts'
 import { definePlugin, type Plugin } from '../../kernel/plugin.ts'
-import type { Adapters } from '../../adapters/ports.ts'
 import { couldExist } from '../../kernel/schemas.ts'
 import { unstorable } from '../../kernel/validate.ts'
+import { startKernel } from '../helpers/app.ts'
 
 type Json = any
-
-async function boot(t: { after(fn: () => unknown): void }, plugins: Plugin<any>[]): Promise<{ app: App; url: string }> {
-  const { settings } = resolveSettings({ server: { shutdown_grace_sec: 1 } })
-  const app = await createApp({ settings, plugins, adapters: {} as Adapters, log: createLogger('SILENT') })
-  t.after(() => app.close())
-  const port = await app.listen(0, '127.0.0.1')
-  return { app, url: `http://127.0.0.1:${port}` }
-}
 
 /** What the handlers were handed, so a test can tell that a refused request never reached one. */
 const seen: unknown[] = []
@@ -99,7 +88,7 @@ describe('couldExist', () => {
 
 describe('the kernel boundary', () => {
   it('answers 404 with the resource text for a path id that cannot exist, before any hook or handler', async (t) => {
-    const { url } = await boot(t, [probePlugin])
+    const { url } = await startKernel(t, [probePlugin])
     seen.length = 0
     const cases: [string, string][] = [
       ['/kbs/UPPER', 'KB not found: UPPER'],
@@ -124,7 +113,7 @@ describe('the kernel boundary', () => {
   })
 
   it('answers 422 for NUL in any other path value or in a query, key or value', async (t) => {
-    const { url } = await boot(t, [probePlugin])
+    const { url } = await startKernel(t, [probePlugin])
     seen.length = 0
     let res = await fetch(`${url}/names/a%00b`)
     assert.equal(res.status, 422)
@@ -140,7 +129,7 @@ describe('the kernel boundary', () => {
   })
 
   it('answers 422 for NUL or an unpaired surrogate anywhere in a JSON body, keys included', async (t) => {
-    const { url } = await boot(t, [probePlugin])
+    const { url } = await startKernel(t, [probePlugin])
     const post = (body: string) => fetch(`${url}/items`, { method: 'POST', headers: { 'content-type': 'application/json' }, body })
     const cases: [string, (string | number)[], string][] = [
       ['{"name":"a\\u0000b"}', ['body', 'name'], 'Input should not contain the NUL character (\\u0000)'],
@@ -159,7 +148,7 @@ describe('the kernel boundary', () => {
   })
 
   it('answers 422 for JSON nested past 64 levels, however deep, and keeps serving', async (t) => {
-    const { url } = await boot(t, [probePlugin])
+    const { url } = await startKernel(t, [probePlugin])
     for (const depth of [65, 100_000]) {
       const res = await fetch(`${url}/items`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: `{"name":"x","n":${'['.repeat(depth)}${']'.repeat(depth)}}` })
       assert.equal(res.status, 422, String(depth))
@@ -172,7 +161,7 @@ describe('the kernel boundary', () => {
   })
 
   it('holds an integer without its own bound to PostgreSQL integer range, and says so in the API description', async (t) => {
-    const { app, url } = await boot(t, [probePlugin])
+    const { app, url } = await startKernel(t, [probePlugin])
     const res = await fetch(`${url}/list?page=99999999999999999999`)
     assert.equal(res.status, 422)
     assert.deepEqual(await res.json(), { detail: [{ loc: ['query', 'page'], msg: 'Input should be less than or equal to 2147483647', type: 'less_than_equal' }] })
@@ -185,7 +174,7 @@ describe('the kernel boundary', () => {
   })
 
   it('refuses multipart file names and fields that cannot be stored, and a name past 240 bytes', async (t) => {
-    const { url } = await boot(t, [probePlugin])
+    const { url } = await startKernel(t, [probePlugin])
     const send = (disposition: string, data?: string) => fetch(`${url}/files`, { method: 'POST', ...multipart(disposition, data) })
     const cases: [string, Json][] = [
       [`form-data; name="file"; filename*=UTF-8''a%00.txt`, { loc: ['body', 'file', 'filename'], msg: 'Input should not contain the NUL character (\\u0000)', type: 'string_unicode' }],
@@ -207,7 +196,7 @@ describe('the kernel boundary', () => {
   })
 
   it('a streamed body refused before it has all arrived leaves the server whole', async (t) => {
-    const { url } = await boot(t, [probePlugin])
+    const { url } = await startKernel(t, [probePlugin])
     // Before: once the reader fell behind, uWS's response was paused and later resumed after the 422 had been
     // sent, which throws from a stream callback: an uncaught exception, fatal outside tests.
     const uncaught: unknown[] = []
@@ -231,7 +220,7 @@ describe('the kernel boundary', () => {
   })
 
   it('cuts every detail to a sane size, whatever a handler put in it', async (t) => {
-    const { url } = await boot(t, [probePlugin])
+    const { url } = await startKernel(t, [probePlugin])
     const res = await fetch(`${url}/long-error`)
     assert.equal(res.status, 409)
     const { detail } = (await res.json()) as Json

@@ -5,11 +5,8 @@
 import { connect } from 'node:net'
 import { describe, it } from 'node:test'
 import assert from 'node:assert/strict'
-import { createApp } from '../../kernel/app.ts'
-import { resolveSettings } from '../../kernel/config/load.ts'
-import { createLogger } from '../../kernel/log.ts'
 import { definePlugin } from '../../kernel/plugin.ts'
-import type { Adapters } from '../../adapters/ports.ts'
+import { startKernel } from '../helpers/app.ts'
 
 const pingPlugin = definePlugin({
   name: 'ping',
@@ -17,13 +14,6 @@ const pingPlugin = definePlugin({
     ctx.route({ method: 'GET', path: '/ping', summary: 'ping', handler: () => ({ ok: true }) })
   },
 })
-
-async function boot(t: { after(fn: () => unknown): void }): Promise<number> {
-  const { settings } = resolveSettings({ server: { shutdown_grace_sec: 1 } })
-  const app = await createApp({ settings, plugins: [pingPlugin], adapters: {} as Adapters, log: createLogger('SILENT') })
-  t.after(() => app.close())
-  return app.listen(0, '127.0.0.1')
-}
 
 /**
  * Sends `head` over a connection of its own, the first `first` bytes, then the rest 30 ms later (another read on the
@@ -64,7 +54,7 @@ const withQuery = (bytes: number) => `GET /ping?x=${'a'.repeat(bytes)} HTTP/1.1\
 
 describe('request heads the transport refuses', () => {
   it('a head in pieces: up to 4 KB answered, above it the connection is closed and the service goes on', async (t) => {
-    const port = await boot(t)
+    const { port } = await startKernel(t, [pingPlugin])
     assert.equal(await send(port, withHeader(3000), 1000), 200, 'a 3 KB head in two reads')
     assert.equal(await send(port, withHeader(3000)), 200, 'a 3 KB head at once')
     const split = await send(port, withHeader(6000), 1000)
@@ -75,7 +65,7 @@ describe('request heads the transport refuses', () => {
   })
 
   it('more than 48 header lines: no answer, the connection closed some seconds later, and the service goes on', async (t) => {
-    const port = await boot(t)
+    const { port } = await startKernel(t, [pingPlugin])
     const lines = (n: number) => `GET /ping HTTP/1.1\r\nHost: x\r\n${Array.from({ length: n - 1 }, (_, i) => `X-H${i}: v\r\n`).join('')}\r\n`
     assert.equal(await send(port, lines(48)), 200, '48 header lines')
     const many = await send(port, lines(60))
@@ -84,7 +74,7 @@ describe('request heads the transport refuses', () => {
   })
 
   it('a head longer than a read: the connection is closed and the service goes on', async (t) => {
-    const port = await boot(t)
+    const { port } = await startKernel(t, [pingPlugin])
     const long = await send(port, withQuery(400_000))
     assert.ok(long === null || (long >= 400 && long < 500), `a 400 KB request line: ${long}`)
     assert.equal(await send(port, withQuery(40_000)), 200, 'a 40 KB request line at once')
