@@ -108,6 +108,8 @@ export class Collection {
    * write came, so that later starts do not rebuild it once more.
    */
   private graphToSave = false
+  /** DenseIndex.graphRebuilds when the last snapshot wrote the graph: a graph rebuilt since is saved by the next one. */
+  private rebuildsSaved = 0
   /** The graph file the dense index's saved rows describe (DenseIndex.isInSavedGraph): loaded or last written. */
   private savedGraphFile: string | null = null
   private lastSnapshotBytes = 0
@@ -325,6 +327,8 @@ export class Collection {
       payloadsOnDisk: this.payloads.onDisk,
       sparseOnDiskEntries: this.sparse.onDiskEntries,
       batchedSearches: this.dense.batchedSearches,
+      graphChurn: this.dense.graphChurn,
+      graphRebuilds: this.dense.graphRebuilds,
     }
   }
 
@@ -501,7 +505,7 @@ export class Collection {
 
   /** Whether the files lack something the memory holds: logged writes, or a graph rebuilt since the snapshot. */
   private unsaved(): boolean {
-    return this.walBytes > 0 || this.graphToSave
+    return this.walBytes > 0 || this.graphToSave || this.dense.graphRebuilds !== this.rebuildsSaved
   }
 
   private armIdleSnapshot(): void {
@@ -511,8 +515,9 @@ export class Collection {
     this.idleTimer = setTimeout(() => {
       this.idleTimer = undefined
       if (this.closed || !this.unsaved() || this.snapshotTask !== null) return
-      // Wait for the graph: a snapshot taken now would make the next start rebuild those rows again.
-      if (this.dense.pendingCount > 0) return void this.dense.whenIndexed().then(() => this.armIdleSnapshot())
+      // Wait for the graph (and a rebuild under way): a snapshot taken now would make the next start rebuild those
+      // rows again, or keep the churned graph.
+      if (this.dense.pendingCount > 0 || this.dense.graphRebuilding) return void this.dense.whenIndexed().then(() => this.armIdleSnapshot())
       this.snapshot().catch((err: unknown) => this.opts.log?.warn({ err, kb_id: this.kbId }, 'idle vector snapshot failed'))
     }, this.opts.snapshotIdleMs)
     this.idleTimer.unref()
@@ -545,6 +550,7 @@ export class Collection {
     const graph = keep
       ? { file: previous!.graph!, rows: previous!.graphRows, kept: true }
       : this.dense.saveGraph(graphTmp) ? { file: graphTmp, rows: this.dense.graphCount, kept: false } : null
+    if (!keep) this.rebuildsSaved = this.dense.graphRebuilds
     const capture = this.capture(keep)
     // keep implies the graph trails: a graph written whole is one written while it was complete.
     const task = this.finishSnapshot(seq, capture, graph, coveredBytes, graphComplete)

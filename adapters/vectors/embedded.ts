@@ -122,11 +122,14 @@ export interface CollectionStats {
   sparseOnDiskEntries: number
   /** Searches since the collection opened whose graph search was made in a batch with others (see search()). */
   batchedSearches: number
+  /** Rows removed from the graph since it was built, and graphs rebuilt since the collection opened (GRAPH_REBUILD_SHARE). */
+  graphChurn: number
+  graphRebuilds: number
 }
 
 export interface EmbeddedVectorStore extends VectorStore {
   readonly name: 'embedded'
-  /** Resolves once every point of the KB (or of all open KBs) is in the HNSW graph. */
+  /** Resolves once every point of the KB (or of all open KBs) is in the HNSW graph and no graph is being rebuilt. */
   whenIndexed(kbId?: string): Promise<void>
   /** Writes a snapshot of the KB (or of all open KBs) now and truncates the log. */
   snapshot(kbId?: string): Promise<void>

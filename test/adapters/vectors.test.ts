@@ -10,7 +10,7 @@ import { createInterface } from 'node:readline'
 import { after, describe, it, type TestContext } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import { createEmbeddedVectorStore, type EmbeddedVectorStore, type EmbeddedVectorStoreOptions } from '../../adapters/vectors/embedded.ts'
-import { defaultQuantization, DenseIndex, GRAPH_FORMAT, quantizeI8, SEGMENT_ROWS } from '../../adapters/vectors/dense-index.ts'
+import { defaultQuantization, DenseIndex, GRAPH_FORMAT, GRAPH_REBUILD_MIN, GRAPH_REBUILD_SHARE, quantizeI8, SEGMENT_ROWS } from '../../adapters/vectors/dense-index.ts'
 import { rescoredRows } from '../../adapters/vectors/rescore.ts'
 import { SparseIndex } from '../../adapters/vectors/sparse-index.ts'
 import { postingSections, readSnapshot, writeSnapshot, type SnapshotCapture } from '../../adapters/vectors/snapshot.ts'
@@ -249,6 +249,67 @@ describe('embedded vector store: searches of one KB that meet in a turn', () => 
     assert.equal(found.rows[0], 0)
   })
 
+  it('rebuilds a graph churned by removals, answering from the old one meanwhile and keeping what changed during it', async (t) => {
+    const dims = 8
+    const index = new DenseIndex((await import('usearch')).default, {
+      dimensions: dims, quantization: 'f32', connectivity: 16, expansionAdd: 64, expansionSearch: 256, exactBudget: 0,
+      filterScanBudget: 0, filterGraphCost: 3, indexThreads: 1, indexSliceMs: 0.05,
+    })
+    t.after(() => index.stop())
+    const r = rng(21)
+    const vec = () => Float32Array.from({ length: dims }, () => r() * 2 - 1)
+    const live = new Map<number, Float32Array>()
+    const add = (row: number) => {
+      const v = vec()
+      live.set(row, v)
+      index.set(row, v)
+    }
+    const drop = (row: number) => {
+      live.delete(row)
+      index.remove(row)
+    }
+    const drain = () => {
+      while (index.indexSlice() > 0);
+    }
+    const top1 = (v: Float32Array) => index.search(v, 1).rows[0]
+    for (let row = 0; row < 400; row++) add(row)
+    drain()
+    assert.deepEqual([index.graphCount, index.pendingCount, index.graphChurn], [400, 0, 0])
+    // Removals up to just under the share of the rows left in the graph start nothing; the next one starts the rebuild.
+    let threshold = 1
+    while (threshold < Math.max(GRAPH_REBUILD_MIN, (400 - threshold) * GRAPH_REBUILD_SHARE)) threshold++
+    let next = 0
+    while (index.graphChurn < threshold - 1) drop(next++)
+    assert.equal(index.graphRebuilding, false)
+    drop(next++)
+    assert.deepEqual([index.graphRebuilding, index.graphChurn], [true, threshold])
+    // Part of it built (slices of a few rows): the rows first in line are in the new graph, the rest not yet.
+    assert.ok(index.indexSlice() > 0)
+    assert.equal(index.graphRebuilding, true)
+    const first = next
+    // Meanwhile: a row already in the new graph and one not yet removed, a removed row's number reused, a new row.
+    drop(first)
+    drop(399)
+    add(3)
+    add(400)
+    assert.equal(index.pendingCount, 2, 'rows set during a rebuild wait for the new graph')
+    for (const [row, v] of live) assert.equal(top1(v), row, `row ${row} found during the rebuild`)
+    while (index.graphRebuilding) index.indexSlice()
+    assert.deepEqual([index.graphRebuilding, index.graphRebuilds, index.pendingCount], [false, 1, 2])
+    assert.equal(index.graphCount, live.size - 2)
+    assert.equal(index.graphChurn, 1, 'the removal the new graph had already taken')
+    await index.whenIndexed()
+    assert.deepEqual([index.graphCount, index.pendingCount], [live.size, 0])
+    // Every live row is found by its own vector, no removed row is, and the top 5 are the exact ones.
+    for (const [row, v] of live) assert.equal(top1(v), row, `row ${row} found after the rebuild`)
+    const q = rng(22)
+    for (let i = 0; i < 200; i++) {
+      const v = Float32Array.from({ length: dims }, () => q() * 2 - 1)
+      const expected = [...live].map(([row, x]) => ({ row, s: cosine(v, x) })).sort((a, b) => b.s - a.s).slice(0, 5)
+      assert.deepEqual([...index.search(v, 5).rows], expected.map((e) => e.row))
+    }
+  })
+
   it('answers a KB dropped while its searches waited with nothing, and refuses them once the store closed', async (t) => {
     const dims = 16
     const store = await open(await tempDir(t), { exactBudget: 0, dimensions: dims, searchThreads: 2 })
@@ -330,21 +391,34 @@ function randomPoints(kb: string, n: number, seed: number, dims = DIMS, docSize 
   })
 }
 
-/** Checks a store's answers for a KB against a brute-force reference over the live points. */
-async function assertMatchesReference(store: EmbeddedVectorStore, kb: string, live: VectorPoint[], seed: number, dims = DIMS) {
+/**
+ * Checks a store's answers for a KB against a brute-force reference over the live points. `denseMissed`: how many of
+ * a query's true top 5 its dense hits may leave out (a graph that churned is approximate: GRAPH_REBUILD_SHARE); every
+ * hit must still be a live point with its own payload and its exact score, best first.
+ */
+async function assertMatchesReference(store: EmbeddedVectorStore, kb: string, live: VectorPoint[], seed: number, dims = DIMS, denseMissed = 0) {
   assert.equal(await store.count(kb), live.length)
   const r = rng(seed)
+  const byId = new Map(live.map((p) => [p.payload.chunk_id, p]))
   for (let q = 0; q < 5; q++) {
     const query = Float32Array.from({ length: dims }, () => r() * 2 - 1)
     const expected = live.map((p) => ({ id: p.payload.chunk_id, s: cosine(query, p.dense) })).sort((a, b) => b.s - a.s).slice(0, 5)
     const { dense } = await store.search(kb, { dense: query, limit: 5 })
-    assert.deepEqual(dense.map((h) => h.payload.chunk_id), expected.map((e) => e.id))
-    const byId = new Map(live.map((p) => [p.payload.chunk_id, p.payload]))
+    if (denseMissed === 0) assert.deepEqual(dense.map((h) => h.payload.chunk_id), expected.map((e) => e.id))
+    else {
+      assert.equal(dense.length, expected.length)
+      const found = expected.filter((e) => dense.some((h) => h.payload.chunk_id === e.id)).length
+      assert.ok(found >= expected.length - denseMissed, `${found} of the true top ${expected.length} found`)
+    }
     for (const h of dense) {
       assert.equal(h.id, h.payload.chunk_id)
-      assert.deepEqual(h.payload, byId.get(h.payload.chunk_id))
+      assert.deepEqual(h.payload, byId.get(h.payload.chunk_id)?.payload)
     }
-    for (let i = 0; i < dense.length; i++) assert.ok(Math.abs(dense[i].score - expected[i].s) < 1e-5)
+    for (let i = 0; i < dense.length; i++) {
+      assert.ok(Math.abs(dense[i].score - cosine(query, byId.get(dense[i].id)!.dense)) < 1e-5)
+      if (i > 0) assert.ok(dense[i].score <= dense[i - 1].score)
+      if (denseMissed === 0) assert.ok(Math.abs(dense[i].score - expected[i].s) < 1e-5)
+    }
     const sq = sparse([[Math.floor(r() * 20), 1], [Math.floor(r() * 200), 0.5], [Math.floor(r() * 5), 2]])
     const sExpected = [...sparseScores(live, sq)].sort((a, b) => b[1] - a[1] || 0).slice(0, 8)
     const { sparse: hits } = await store.search(kb, { sparse: sq, limit: 8 })
@@ -1185,6 +1259,9 @@ describe('embedded vector store: behaviour', () => {
     const store = await open(dir, { exactBudget: 0, quantization: 'f32' })
     t.after(() => store.close())
     let live: VectorPoint[] = []
+    // Each round removes more rows from the graph than GRAPH_REBUILD_SHARE of it, so the graph is rebuilt; searches
+    // between rebuilds still meet a churned graph (in 180,000 such queries 4 missed one of the true top 5), so a
+    // query may miss one, never return a deleted point.
     for (let round = 0; round < 6; round++) {
       const batch = randomPoints(kb, 400, 100 + round, DIMS, 20, `r${round}-`)
       await store.upsert(kb, batch)
@@ -1195,10 +1272,11 @@ describe('embedded vector store: behaviour', () => {
       const dropped = new Set(docs.slice(0, Math.floor(docs.length * 0.7)))
       live = live.filter((p) => !dropped.has(p.payload.doc_id))
       if (round % 2 === 1) await store.whenIndexed(kb)
-      await assertMatchesReference(store, kb, live, 200 + round)
+      await assertMatchesReference(store, kb, live, 200 + round, DIMS, 1)
     }
     const stats = await store.stats(kb)
     assert.ok(stats !== null && stats.rows < 6 * 400, `rows were reused (${stats?.rows} rows for ${6 * 400} upserts)`)
+    assert.ok(stats.graphRebuilds >= 2, `the churned graph was rebuilt (${stats.graphRebuilds} times)`)
     // Each hit's number (VectorHit.key, what fusion matches the two lists by) is one chunk's, in both lists alike.
     for (const p of live.slice(0, 20)) {
       const { dense, sparse } = await store.search(kb, { dense: p.dense, sparse: p.sparse, limit: 30 })
