@@ -921,12 +921,8 @@ export class DenseIndex {
    */
   indexSlice(): number {
     if (this.rebuild !== null) return this.rebuildSlice(this.rebuild)
-    const batch = Math.max(1, Math.min(4096, Math.floor(this.opts.indexSliceMs / this.msPerVector)))
+    const batch = this.sliceRows()
     const d = this.dims
-    if (this.scratchKeys.length < batch) {
-      this.scratchKeys = new BigUint64Array(batch)
-      this.scratchVectors = new Float32Array(batch * d)
-    }
     let n = 0
     while (n < batch && this.queueHead < this.queueTail) {
       const row = this.queue[this.queueHead++]
@@ -939,12 +935,7 @@ export class DenseIndex {
     }
     if (this.queueHead === this.queueTail) this.queueHead = this.queueTail = 0
     if (n === 0) return 0
-    let vectors: Float32Array | Int8Array = this.scratchVectors.subarray(0, n * d)
-    if (this.opts.quantization === 'i8') {
-      if (this.scratchI8.length < this.scratchVectors.length) this.scratchI8 = new Int8Array(this.scratchVectors.length)
-      quantizeI8(vectors, d, this.scratchI8)
-      vectors = this.scratchI8.subarray(0, n * d)
-    }
+    const vectors = this.scratchForGraph(n)
     const started = performance.now()
     const added = { rows: 0 }
     try {
@@ -966,12 +957,38 @@ export class DenseIndex {
       this.stop()
       return added.rows
     }
-    const perVector = (performance.now() - started) / n
-    // Smoothed, so that one slow slice (a busy machine) does not collapse the next batch to one row.
-    this.msPerVector = this.msPerVector * 0.7 + Math.max(0.005, perVector) * 0.3
+    this.measured(started, n)
     this.pendingCount -= n
     this.graphCount += n
     return n
+  }
+
+  /** Rows one slice inserts, by the time a row took lately; the scratch arrays are made that large. */
+  private sliceRows(): number {
+    const batch = Math.max(1, Math.min(4096, Math.floor(this.opts.indexSliceMs / this.msPerVector)))
+    if (this.scratchKeys.length < batch) {
+      this.scratchKeys = new BigUint64Array(batch)
+      this.scratchVectors = new Float32Array(batch * this.dims)
+    }
+    return batch
+  }
+
+  /** The first n scratch rows as the graph takes them: quantizeI8's copies for an i8 graph, else the rows. */
+  private scratchForGraph(n: number): Float32Array | Int8Array {
+    const d = this.dims
+    const vectors = this.scratchVectors.subarray(0, n * d)
+    if (this.opts.quantization !== 'i8') return vectors
+    if (this.scratchI8.length < this.scratchVectors.length) this.scratchI8 = new Int8Array(this.scratchVectors.length)
+    quantizeI8(vectors, d, this.scratchI8)
+    return this.scratchI8.subarray(0, n * d)
+  }
+
+  /**
+   * Takes the time n rows took to insert since `started` into the time per row, smoothed so that one slow slice (a
+   * busy machine) does not collapse the next batch to one row.
+   */
+  private measured(started: number, n: number): void {
+    this.msPerVector = this.msPerVector * 0.7 + Math.max(0.005, (performance.now() - started) / n) * 0.3
   }
 
   /**
@@ -1020,12 +1037,8 @@ export class DenseIndex {
    * holds them all. Returns the rows added.
    */
   private rebuildSlice(r: NonNullable<DenseIndex['rebuild']>): number {
-    const batch = Math.max(1, Math.min(4096, Math.floor(this.opts.indexSliceMs / this.msPerVector)))
+    const batch = this.sliceRows()
     const d = this.dims
-    if (this.scratchKeys.length < batch) {
-      this.scratchKeys = new BigUint64Array(batch)
-      this.scratchVectors = new Float32Array(batch * d)
-    }
     let n = 0
     while (n < batch && r.next < r.rows.length) {
       const row = r.rows[r.next++]
@@ -1035,12 +1048,7 @@ export class DenseIndex {
       n++
     }
     if (n > 0) {
-      let vectors: Float32Array | Int8Array = this.scratchVectors.subarray(0, n * d)
-      if (this.opts.quantization === 'i8') {
-        if (this.scratchI8.length < this.scratchVectors.length) this.scratchI8 = new Int8Array(this.scratchVectors.length)
-        quantizeI8(vectors, d, this.scratchI8)
-        vectors = this.scratchI8.subarray(0, n * d)
-      }
+      const vectors = this.scratchForGraph(n)
       const started = performance.now()
       const added = { rows: 0 }
       try {
@@ -1052,7 +1060,7 @@ export class DenseIndex {
         this.opts.log?.warn({ err }, 'rebuilding the vector graph failed; the graph in use is kept')
         return added.rows
       }
-      this.msPerVector = this.msPerVector * 0.7 + Math.max(0.005, (performance.now() - started) / n) * 0.3
+      this.measured(started, n)
       r.added += n
     }
     if (r.next === r.rows.length) {
