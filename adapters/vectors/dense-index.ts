@@ -322,11 +322,12 @@ export class DenseIndex {
   /** Graphs built to replace a churned one and put in its place. */
   graphRebuilds = 0
   /**
-   * The graph being built to replace the searched one: the rows the searched one held when it began, in row order,
-   * how far it has come, the rows added and still live, and the removals it has had meanwhile. While it is under way,
-   * new rows wait (found by the exact scan of waiting rows) and the searched graph answers as before.
+   * The graph being built to replace the searched one. rows[0..end): the rows to put in it, those the searched graph
+   * held when it began in row order, then each row the searched graph takes meanwhile; next: how far it has come;
+   * held: 1 for each row in it; added: rows in it; churn: the removals it has had. Slices of it take turns with slices
+   * of waiting rows, which go on into the searched graph, so that new rows do not wait for the rebuild.
    */
-  private rebuild: { graph: NativeIndex; rows: Int32Array; next: number; added: number; churn: number } | null = null
+  private rebuild: { graph: NativeIndex; rows: Int32Array; end: number; next: number; held: Uint8Array; added: number; churn: number; turn: boolean } | null = null
   /** Set when usearch refused an insertion into a rebuilt graph: the churned one stays, and none is built again. */
   private rebuildFailure: unknown
   private scratchKeys = new BigUint64Array(0)
@@ -523,7 +524,9 @@ export class DenseIndex {
       this.graphCount--
       this.graphChurn++
       const r = this.rebuild
-      if (r !== null && r.graph.remove(key)[0] > 0) {
+      if (r !== null && r.held[row] === 1) {
+        r.graph.remove(key)
+        r.held[row] = 0
         r.added--
         r.churn++
       }
@@ -916,11 +919,15 @@ export class DenseIndex {
   }
 
   /**
-   * Inserts as many waiting rows as fit in one slice, or while a graph is being rebuilt as many of its rows; returns
-   * how many were inserted.
+   * Inserts as many waiting rows as fit in one slice, or while a graph is being rebuilt, every other slice (every one
+   * while no row waits), as many of its rows; returns how many were inserted.
    */
   indexSlice(): number {
-    if (this.rebuild !== null) return this.rebuildSlice(this.rebuild)
+    const r = this.rebuild
+    if (r !== null) {
+      r.turn = !r.turn
+      if (r.turn || this.pendingCount === 0) return this.rebuildSlice(r)
+    }
     const batch = this.sliceRows()
     const d = this.dims
     let n = 0
@@ -960,6 +967,15 @@ export class DenseIndex {
     this.measured(started, n)
     this.pendingCount -= n
     this.graphCount += n
+    if (r !== null) {
+      // The graph being rebuilt takes them too, in its turn.
+      if (r.end + n > r.rows.length) {
+        const grown = new Int32Array(Math.max(2 * r.rows.length, r.end + n))
+        grown.set(r.rows.subarray(0, r.end))
+        r.rows = grown
+      }
+      for (let i = 0; i < n; i++) r.rows[r.end++] = Number(this.scratchKeys[i])
+    }
     return n
   }
 
@@ -1027,22 +1043,24 @@ export class DenseIndex {
     const rows = new Int32Array(this.graphCount)
     let n = 0
     for (let row = 0; row < this.rowsEnd; row++) if (this.inGraph[row] === 1) rows[n++] = row
-    this.rebuild = { graph: this.newGraph(), rows: rows.subarray(0, n), next: 0, added: 0, churn: 0 }
+    this.rebuild = { graph: this.newGraph(), rows, end: n, next: 0, held: new Uint8Array(this.capacity), added: 0, churn: 0, turn: false }
     this.schedule()
   }
 
   /**
-   * Adds the next rows of the graph being rebuilt (those still in the searched graph: a row removed meanwhile is
-   * skipped, and once reused it waits for the new graph as any new row does); puts the new graph in place once it
-   * holds them all. Returns the rows added.
+   * Adds the next rows of the graph being rebuilt: those in the searched graph and not yet in this one (a row removed
+   * meanwhile is skipped; reused and taken by the searched graph, it comes again at the end of the list). Puts the new
+   * graph in place once it has come to the end. Returns the rows added.
    */
   private rebuildSlice(r: NonNullable<DenseIndex['rebuild']>): number {
     const batch = this.sliceRows()
     const d = this.dims
     let n = 0
-    while (n < batch && r.next < r.rows.length) {
+    while (n < batch && r.next < r.end) {
       const row = r.rows[r.next++]
-      if (this.inGraph[row] !== 1) continue
+      if (this.inGraph[row] !== 1 || r.held[row] === 1) continue
+      // Marked at once: the list may name a row twice within one slice.
+      r.held[row] = 1
       this.scratchKeys[n] = BigInt(row)
       this.copyRow(row, this.scratchVectors, n * d)
       n++
@@ -1063,7 +1081,7 @@ export class DenseIndex {
       this.measured(started, n)
       r.added += n
     }
-    if (r.next === r.rows.length) {
+    if (r.next === r.end) {
       this.rebuild = null
       if (r.added === this.graphCount) {
         this.hnsw = r.graph
@@ -1198,6 +1216,7 @@ export class DenseIndex {
     this.inGraph = grow8(this.inGraph)
     this.inSavedGraph = grow8(this.inSavedGraph)
     this.waiting = grow8(this.waiting)
+    if (this.rebuild !== null) this.rebuild.held = grow8(this.rebuild.held)
     this.capacity = cap
   }
 }
