@@ -472,7 +472,7 @@ export class DenseIndex {
   /** Bytes of the graph as saveGraph would write it, estimated: the scalars and the base layer's links. */
   get graphBytes(): number {
     const scalar = { f32: 4, f16: 2, bf16: 2, i8: 1 }[this.opts.quantization]
-    return (this.graphCount + (this.rebuild?.added ?? 0)) * (this.dims * scalar + 2 * this.opts.connectivity * 4)
+    return this.graphCount * (this.dims * scalar + 2 * this.opts.connectivity * 4)
   }
 
   /** Copies the vector into the arena and queues the row for the graph. */
