@@ -10,6 +10,7 @@
 //       [--trials=10] [--quantization=f32]
 import { createRequire } from 'node:module'
 import { DenseIndex, type Quantization } from '../../adapters/vectors/dense-index.ts'
+import { cosineDistance } from '../../compute/chunk/semantic.ts'
 import { mulberry32 as rng } from '../lib/rng.ts'
 import { machine } from '../lib/machine.ts'
 
@@ -25,16 +26,6 @@ const quantization = (process.argv.find((a) => a.startsWith('--quantization='))?
 
 const require = createRequire(import.meta.url)
 const usearch = require('usearch') as typeof import('usearch')
-
-function cosine(a: Float32Array, b: Float32Array): number {
-  let d = 0, na = 0, nb = 0
-  for (let i = 0; i < a.length; i++) {
-    d += a[i] * b[i]
-    na += a[i] * a[i]
-    nb += b[i] * b[i]
-  }
-  return d / Math.sqrt(na * nb)
-}
 
 const dense = (rebuildShare?: number) => new DenseIndex(usearch.default ?? usearch, {
   dimensions: dims, quantization, connectivity: 16, expansionAdd: 64, expansionSearch: ef, exactBudget: 0,
@@ -65,7 +56,7 @@ for (let trial = 0; trial < trials; trial++) {
     built[name] += performance.now() - t0
   }
   const missedOf = (v: Float32Array, found: Iterable<number>) => {
-    const truth = [...live].map(([row, x]) => ({ row, s: cosine(v, x) })).sort((a, b) => b.s - a.s).slice(0, 5)
+    const truth = [...live].map(([row, x]) => ({ row, d: cosineDistance(v, x) })).sort((a, b) => a.d - b.d).slice(0, 5)
     const got = new Set(found)
     return truth.filter((t) => !got.has(t.row)).length
   }
