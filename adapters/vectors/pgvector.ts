@@ -371,10 +371,13 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
     void fill.finally(() => filling.delete(fill))
   }
 
-  /** The KB's collection: cached, read, or (with createDims) created; null when absent and not to be created. */
-  const resolve = async (kbId: string, createDims: number | null): Promise<Collection | null> => {
+  /**
+   * The KB's collection: cached (unless `fresh`), read, or (with createDims) created; null when absent and not to be
+   * created.
+   */
+  const resolve = async (kbId: string, createDims: number | null, fresh = false): Promise<Collection | null> => {
     checkKbId(kbId)
-    const c = known.get(kbId) ?? (await lookup(kbId))
+    const c = (fresh ? undefined : known.get(kbId)) ?? (await lookup(kbId))
     if (c !== null || createDims === null) return c
     const made = await create(kbId, createDims)
     known.set(kbId, made)
@@ -388,7 +391,9 @@ export async function createPgvectorVectorStore(options: PgvectorVectorStoreOpti
    */
   const withCollection = async <T, A>(kbId: string, createDims: number | null, absent: A, fn: (c: Collection) => Promise<T>): Promise<T | A> => {
     for (let attempt = 0; ; attempt++) {
-      const c = await resolve(kbId, createDims)
+      // The retry reads the registry itself: a concurrent call's lookup that read it before the drop committed may have
+      // put the dropped collection back in the cache after this call took it out (CI, 2026-12-03: "dropped twice").
+      const c = await resolve(kbId, createDims, attempt > 0)
       if (c === null) return absent
       try {
         await tableTieKeys(c)
