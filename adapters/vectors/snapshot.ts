@@ -14,7 +14,7 @@ import { promises as fs } from 'node:fs'
 import type { FileHandle } from 'node:fs/promises'
 import { crc32 } from 'node:zlib'
 import type { ChunkPayload } from '../ports.ts'
-import type { PostingsCapture, PostingsData, SparseRowsCapture, SparseRowsData } from './sparse-index.ts'
+import { decodeRows, type PostingsCapture, type PostingsData, type SparseRowsCapture, type SparseRowsData } from './sparse-index.ts'
 import { PayloadRef } from './payloads.ts'
 
 const MAGIC = 0x4e535651 // 'QVSN'
@@ -110,6 +110,14 @@ export async function postingSections(c: Pick<SnapshotCapture, 'rows' | 'rowsEnd
   const from = new Uint32Array(p.terms.length)
   let kept = 0
   let w = 0
+  /** A list's rows, decoded (grown to the longest list). */
+  let rows = new Uint32Array(256)
+  const rowsOf = (t: number): Uint32Array => {
+    const len = p.lens[t]
+    if (rows.length < len) rows = new Uint32Array(Math.max(len, 2 * rows.length))
+    decodeRows(p.bytes[t], len, rows)
+    return rows
+  }
   let sliceStart = performance.now()
   for (let t = 0; t < p.terms.length; t++) {
     if ((t & 63) === 0 && performance.now() - sliceStart >= sliceMs) {
@@ -120,7 +128,7 @@ export async function postingSections(c: Pick<SnapshotCapture, 'rows' | 'rowsEnd
     let n = len
     if (live !== null) {
       n = 0
-      const pr = p.rows[t]
+      const pr = rowsOf(t)
       for (let j = 0; j < len; j++) {
         const row = pr[j]
         if (row < c.rowsEnd && live[row] === 1) n++
@@ -139,11 +147,12 @@ export async function postingSections(c: Pick<SnapshotCapture, 'rows' | 'rowsEnd
     for (let k = 0; k < kept; k++) {
       const t = from[k]
       const len = p.lens[t]
-      const pr = p.rows[t]
-      const src = pick === 'rows' ? pr : p.weights[t]
+      // The rows are decoded for the rows section, and for the weights' when dead rows are left out.
+      const pr = pick === 'rows' || live !== null ? rowsOf(t) : null
+      const src = pick === 'rows' ? pr! : p.weights[t]
       for (let j = 0; j < len; j++) {
         if (live !== null) {
-          const row = pr[j]
+          const row = pr![j]
           if (!(row < c.rowsEnd && live[row] === 1)) continue
         }
         out[o++] = src[j]

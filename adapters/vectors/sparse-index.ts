@@ -24,12 +24,17 @@ import { TopK, type TieOrder } from './top-k.ts'
 
 interface Posting {
   /**
-   * Past ON_HEAP_POSTING entries of room (grown here), rows and weights share one buffer, rows first; below it, two small
-   * arrays; after a restore, views of the snapshot's arrays until the list grows.
+   * The entries' rows, each as the zigzag varint of its difference from the row before it (the first: from 0),
+   * byteLen bytes of it used (encodeRows, decodeRows). Past ON_HEAP_POSTING entries or ON_HEAP_BYTES bytes of room
+   * (grown here), weights and rows share one buffer, weights first; below that, two small arrays; after a restore,
+   * views of one array of every list's rows and of the snapshot's weights, until the list grows.
    */
-  rows: Uint32Array
+  bytes: Uint8Array
+  byteLen: number
+  /** The row of the last entry, which the next entry's difference is taken from. */
+  last: number
   weights: Float32Array
-  /** Entries used in rows/weights, dead ones included. */
+  /** Entries used in bytes/weights, dead ones included. */
   len: number
   /** Live points holding the term: n_t of the IDF. */
   df: number
@@ -40,10 +45,13 @@ const searchTop = new TopK(0)
 
 export const idf = (n: number, df: number): number => Math.log((n - df + 0.5) / (df + 0.5) + 1)
 
-/** The posting lists at one instant, by reference: entries past `lens` or of rows dead then are not part of it. */
+/**
+ * The posting lists at one instant, by reference: each term's first lens[i] entries, their rows encoded in bytes[i]
+ * (decodeRows); entries past `lens` or of rows dead then are not part of it.
+ */
 export interface PostingsCapture {
   terms: Uint32Array
-  rows: Uint32Array[]
+  bytes: Uint8Array[]
   weights: Float32Array[]
   lens: Uint32Array
 }
@@ -57,41 +65,103 @@ export interface PostingsData {
 }
 
 /**
- * A posting list's first room, and how it grows: doubling up to 64 entries, then by half. Past ON_HEAP_POSTING, the
- * rows and the weights of a list share one buffer: one ArrayBuffer, backing store and malloc'd block per term instead
- * of two. Over the ingest benchmark's 5,000 documents (4.26 M entries) the lists held 5.28 M entries of room, against
- * 5.80 M when they doubled in two buffers each (figures: adapters/vectors/README.md).
+ * Rows an index may hold: below 2^30, the difference of two rows and its zigzag code stay within a 32-bit integer,
+ * which the encoding's bitwise arithmetic needs. (A billion rows of a 1,024-dimension graph would take a terabyte.)
+ */
+export const MAX_ROWS = 2 ** 30
+
+/** The zigzag code of a row difference d (|d| < MAX_ROWS): 0, -1, 1, -2, 2 ... -> 0, 1, 2, 3, 4 ... */
+const zigzag = (d: number): number => ((d << 1) ^ (d >> 31)) >>> 0
+
+/** Bytes of the varint of z (7 bits a byte, low bits first, the high bit set on every byte but the last). */
+const varintBytes = (z: number): number => (z < 0x80 ? 1 : z < 0x4000 ? 2 : z < 0x200000 ? 3 : z < 0x10000000 ? 4 : 5)
+
+/** Writes z's varint at `at` of out; returns where it ends. */
+function writeVarint(out: Uint8Array, at: number, z: number): number {
+  while (z >= 0x80) {
+    out[at++] = (z & 0x7f) | 0x80
+    z >>>= 7
+  }
+  out[at++] = z
+  return at
+}
+
+/**
+ * Rows as a posting list holds them: each row's difference from the one before (the first: from 0), zigzag coded
+ * (rows are appended in the order points are added, which compaction's reuse of rows can break), as a varint: a
+ * common term's rows take a byte each, a rare one's two or three (figures: adapters/vectors/README.md).
+ */
+export function encodeRows(rows: ArrayLike<number>): Uint8Array {
+  let n = 0
+  for (let j = 0, prev = 0; j < rows.length; prev = rows[j++]) n += varintBytes(zigzag(rows[j] - prev))
+  const out = new Uint8Array(n)
+  for (let j = 0, prev = 0, at = 0; j < rows.length; prev = rows[j++]) at = writeVarint(out, at, zigzag(rows[j] - prev))
+  return out
+}
+
+/** The first `len` rows of a list's bytes (encodeRows) into `into`, which holds at least len. */
+export function decodeRows(bytes: Uint8Array, len: number, into: Uint32Array): void {
+  let pos = 0
+  let row = 0
+  for (let j = 0; j < len; j++) {
+    let b = bytes[pos++]
+    let z = b & 0x7f
+    for (let s = 7; b >= 0x80; s += 7) {
+      b = bytes[pos++]
+      z |= (b & 0x7f) << s
+    }
+    row += (z >>> 1) ^ -(z & 1)
+    into[j] = row
+  }
+}
+
+/**
+ * A posting list's first room, and how it grows: doubling up to 64 entries, then by half; the rows' bytes grow with
+ * the entries (growPosting). Past ON_HEAP_POSTING entries or ON_HEAP_BYTES bytes, the weights and the rows of a list
+ * share one buffer: one ArrayBuffer, backing store and malloc'd block per term instead of two.
  */
 const FIRST_POSTING = 4
+const FIRST_POSTING_BYTES = 8
 const grownCapacity = (len: number): number => (len < 64 ? len * 2 : len + (len >>> 1)) || FIRST_POSTING
 
 /**
- * Capacities up to this stay two arrays of their own: V8 keeps a typed array of up to 64 bytes inside its object, on
+ * Sizes up to these stay two arrays of their own: V8 keeps a typed array of up to 64 bytes inside its object, on
  * the JavaScript heap, with no backing store to share (V8_TYPED_ARRAY_MAX_SIZE_IN_HEAP).
  */
 const ON_HEAP_POSTING = 16
+const ON_HEAP_BYTES = 64
 
-/** Gives the list room for `cap` entries (at least its len), in new arrays; its entries are copied over. */
-function resizePosting(p: Posting, cap: number): void {
-  let rows: Uint32Array
+/** Room for one more entry, whose row takes `need` bytes: the entries grow when full, the bytes in proportion (or by half when they ran out first). */
+function growPosting(p: Posting, need: number): void {
+  const cap = p.len === p.weights.length ? grownCapacity(p.len) : p.weights.length
+  const byteCap = Math.max(p.byteLen + need, Math.ceil((p.byteLen * cap) / Math.max(1, p.len)), p.byteLen + (p.byteLen >>> 1))
+  resizePosting(p, cap, byteCap)
+}
+
+/** Gives the list room for `cap` entries and `byteCap` bytes of rows (at least what it holds), in new arrays; its entries are copied over. */
+function resizePosting(p: Posting, cap: number, byteCap: number): void {
   let weights: Float32Array
-  if (cap <= ON_HEAP_POSTING) {
-    rows = new Uint32Array(cap)
+  let bytes: Uint8Array
+  if (cap <= ON_HEAP_POSTING && byteCap <= ON_HEAP_BYTES) {
     weights = new Float32Array(cap)
+    bytes = new Uint8Array(byteCap)
   } else {
-    const buf = new ArrayBuffer(cap * 8)
-    rows = new Uint32Array(buf, 0, cap)
-    weights = new Float32Array(buf, cap * 4, cap)
+    const buf = new ArrayBuffer(cap * 4 + byteCap)
+    weights = new Float32Array(buf, 0, cap)
+    bytes = new Uint8Array(buf, cap * 4, byteCap)
   }
   if (p.len > 0) {
-    // A full list (every growth) is copied whole: a subarray of an array V8 keeps inside its object would first give it
-    // a buffer of its own.
-    const full = p.len === p.rows.length
-    rows.set(full ? p.rows : p.rows.subarray(0, p.len))
-    weights.set(full ? p.weights : p.weights.subarray(0, p.len))
+    // A full array is copied whole, a small one entry by entry: a subarray of an array V8 keeps inside its object
+    // would first give it a buffer of its own.
+    if (p.len === p.weights.length) weights.set(p.weights)
+    else if (p.len <= ON_HEAP_POSTING) for (let i = 0; i < p.len; i++) weights[i] = p.weights[i]
+    else weights.set(p.weights.subarray(0, p.len))
+    if (p.byteLen === p.bytes.length) bytes.set(p.bytes)
+    else if (p.byteLen <= ON_HEAP_BYTES) for (let i = 0; i < p.byteLen; i++) bytes[i] = p.bytes[i]
+    else bytes.set(p.bytes.subarray(0, p.byteLen))
   }
-  p.rows = rows
   p.weights = weights
+  p.bytes = bytes
 }
 
 /** Entries of a row block (4 MB with the values); a row with more terms gets a block of its own. */
@@ -209,13 +279,15 @@ export class SparseIndex {
       const term = indices[i]
       let p = this.postings.get(term)
       if (p === undefined) {
-        // FIRST_POSTING is below ON_HEAP_POSTING: two small arrays, as resizePosting makes them.
-        p = { rows: new Uint32Array(FIRST_POSTING), weights: new Float32Array(FIRST_POSTING), len: 0, df: 0 }
+        // Below ON_HEAP_POSTING and ON_HEAP_BYTES: two small arrays, as resizePosting makes them.
+        p = { bytes: new Uint8Array(FIRST_POSTING_BYTES), byteLen: 0, last: 0, weights: new Float32Array(FIRST_POSTING), len: 0, df: 0 }
         this.postings.set(term, p)
-      } else if (p.len === p.rows.length) {
-        resizePosting(p, grownCapacity(p.len))
       }
-      p.rows[p.len] = row
+      const z = zigzag(row - p.last)
+      const need = varintBytes(z)
+      if (p.len === p.weights.length || p.byteLen + need > p.bytes.length) growPosting(p, need)
+      p.byteLen = writeVarint(p.bytes, p.byteLen, z)
+      p.last = row
       p.weights[p.len] = values[i]
       p.len++
       p.df++
@@ -270,8 +342,9 @@ export class SparseIndex {
   }
 
   /**
-   * Rebuilds the index from a snapshot without touching a posting per entry: the lists arrive built and
-   * become views of the snapshot's arrays (a list is copied out the first time it grows).
+   * Rebuilds the index from a snapshot: the lists arrive built, their rows are encoded into one array (two passes:
+   * sizes, then bytes), their weights become views of the snapshot's array, and a list is copied out the first
+   * time it grows. The snapshot's rows are not kept.
    */
   restore(rows: Uint32Array, vectors: SparseRowsData, postings: PostingsData, rowsEnd: number): void {
     if (this.liveCount !== 0) throw new Error('restore() needs an empty sparse index')
@@ -294,10 +367,20 @@ export class SparseIndex {
     }
     this.liveCount = rows.length
     const { terms, offsets } = postings
+    const snapshotRows = postings.rows
+    let total = 0
+    for (let t = 0; t < terms.length; t++) {
+      for (let j = offsets[t], prev = 0; j < offsets[t + 1]; prev = snapshotRows[j++]) total += varintBytes(zigzag(snapshotRows[j] - prev))
+    }
+    const encoded = new Uint8Array(total)
+    let at = 0
     for (let t = 0; t < terms.length; t++) {
       const from = offsets[t]
       const len = offsets[t + 1] - from
-      this.postings.set(terms[t], { rows: postings.rows.subarray(from, from + len), weights: postings.weights.subarray(from, from + len), len, df: len })
+      const start = at
+      let prev = 0
+      for (let j = from; j < from + len; prev = snapshotRows[j++]) at = writeVarint(encoded, at, zigzag(snapshotRows[j] - prev))
+      this.postings.set(terms[t], { bytes: encoded.subarray(start, at), byteLen: at - start, last: prev, weights: postings.weights.subarray(from, from + len), len, df: len })
     }
     this.totalEntries = postings.rows.length
     this.deadEntries = 0
@@ -395,11 +478,11 @@ export class SparseIndex {
 
   capture(): PostingsCapture {
     const n = this.postings.size
-    const c: PostingsCapture = { terms: new Uint32Array(n), rows: new Array(n), weights: new Array(n), lens: new Uint32Array(n) }
+    const c: PostingsCapture = { terms: new Uint32Array(n), bytes: new Array(n), weights: new Array(n), lens: new Uint32Array(n) }
     let i = 0
     for (const [term, p] of this.postings) {
       c.terms[i] = term
-      c.rows[i] = p.rows
+      c.bytes[i] = p.bytes
       c.weights[i] = p.weights
       c.lens[i] = p.len
       i++
@@ -411,26 +494,39 @@ export class SparseIndex {
   compact(): void {
     if (this.deadEntries === 0) return
     const live = this.live
+    /** A list's rows, decoded (grown to the longest list). */
+    let rows = new Uint32Array(256)
     for (const [term, p] of this.postings) {
       if (p.df === 0) {
         this.postings.delete(term)
         continue
       }
       if (p.df === p.len) continue
+      // Decoded, then rewritten in place: the kept entries' differences (each the sum of those it replaces) take no
+      // more bytes than the list held.
+      if (rows.length < p.len) rows = new Uint32Array(Math.max(p.len, 2 * rows.length))
+      decodeRows(p.bytes, p.len, rows)
+      const { bytes, weights } = p
       let w = 0
+      let written = 0
+      let kept = 0
       for (let r = 0; r < p.len; r++) {
-        const row = p.rows[r]
+        const row = rows[r]
         if (live[row] === 1) {
-          p.rows[w] = row
-          p.weights[w] = p.weights[r]
+          written = writeVarint(bytes, written, zigzag(row - kept))
+          kept = row
+          weights[w] = weights[r]
           w++
         }
       }
       p.len = w
+      p.byteLen = written
+      p.last = kept
       // A list left half empty or less shrinks to the room growth would have given it.
-      if (w <= p.rows.length / 2) {
-        const cap = Math.max(FIRST_POSTING, grownCapacity(w))
-        if (cap < p.rows.length) resizePosting(p, cap)
+      if (w <= p.weights.length / 2 || written <= p.bytes.length / 2) {
+        const cap = Math.min(p.weights.length, Math.max(FIRST_POSTING, grownCapacity(w)))
+        const byteCap = Math.min(p.bytes.length, Math.max(FIRST_POSTING_BYTES, Math.ceil((written * cap) / w)))
+        if (cap < p.weights.length || byteCap < p.bytes.length) resizePosting(p, cap, byteCap)
       }
     }
     this.totalEntries -= this.deadEntries
@@ -523,9 +619,19 @@ export class SparseIndex {
       if (p === undefined || p.df === 0) continue
       const w = idf(n, p.df) * query.values[i]
       if (w === 0) continue
-      const { rows, weights, len } = p
+      // The rows decoded as in decodeRows, inline (into an array first, then walked: 1.29x the time of 4-byte rows,
+      // against 1.10x so).
+      const { bytes, weights, len } = p
+      let pos = 0
+      let row = 0
       for (let j = 0; j < len; j++) {
-        const row = rows[j]
+        let b = bytes[pos++]
+        let z = b & 0x7f
+        for (let s = 7; b >= 0x80; s += 7) {
+          b = bytes[pos++]
+          z |= (b & 0x7f) << s
+        }
+        row += (z >>> 1) ^ -(z & 1)
         if (live[row] !== 1) continue
         if (stamp[row] !== gen) {
           stamp[row] = gen
@@ -596,6 +702,7 @@ export class SparseIndex {
 
   private ensureRows(n: number): void {
     if (n <= this.live.length) return
+    if (n > MAX_ROWS) throw new Error(`a sparse index holds rows below ${MAX_ROWS}, got ${n - 1}`)
     let cap = this.live.length
     while (cap < n) cap *= 2
     this.live = grownTo(this.live, new Uint8Array(cap))

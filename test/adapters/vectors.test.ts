@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url'
 import { createEmbeddedVectorStore, type EmbeddedVectorStore, type EmbeddedVectorStoreOptions } from '../../adapters/vectors/embedded.ts'
 import { defaultQuantization, DenseIndex, GRAPH_FORMAT, GRAPH_REBUILD_MIN, GRAPH_REBUILD_SHARE, quantizeI8, SEGMENT_ROWS } from '../../adapters/vectors/dense-index.ts'
 import { rescoredRows } from '../../adapters/vectors/rescore.ts'
-import { SparseIndex } from '../../adapters/vectors/sparse-index.ts'
+import { decodeRows, encodeRows, MAX_ROWS, SparseIndex } from '../../adapters/vectors/sparse-index.ts'
 import { postingSections, readSnapshot, writeSnapshot, type SnapshotCapture } from '../../adapters/vectors/snapshot.ts'
 import { PayloadRef } from '../../adapters/vectors/payloads.ts'
 import { deleteDocRecord, readRecords, upsertRecord, type WalRecordWriter } from '../../adapters/vectors/wal.ts'
@@ -928,6 +928,15 @@ async function assertGraphHoldsI8Copies(store: EmbeddedVectorStore, kb: string, 
 }
 
 describe('sparse index: posting lists', () => {
+  /** Term `term`'s list as the index holds it: its rows decoded, its arrays as they are. */
+  function listOf(index: SparseIndex, term: number) {
+    const c = index.capture()
+    const i = [...c.terms].indexOf(term)
+    const rows = new Uint32Array(c.lens[i])
+    decodeRows(c.bytes[i], c.lens[i], rows)
+    return { rows: [...rows], bytes: c.bytes[i], weights: c.weights[i], len: c.lens[i] }
+  }
+
   /** The index's answer over every live row, against scores computed here from the rows' own terms (IDF over the live rows). */
   function assertAsBruteForce(index: SparseIndex, rows: Map<number, { indices: Uint32Array; values: Float32Array }>, query: { indices: Uint32Array; values: Float32Array }) {
     const df = new Map<number, number>()
@@ -956,7 +965,7 @@ describe('sparse index: posting lists', () => {
     assert.deepEqual(distinct(gotList), distinct(expected))
   }
 
-  it('grows each list past 16 entries in one buffer shared by its rows and weights, shrinks it on compaction, and scores as brute force', () => {
+  it('grows each list past its small arrays in one buffer shared by its weights and encoded rows, shrinks it on compaction, and scores as brute force', () => {
     const index = new SparseIndex({ blockEntries: 256 })
     const r = rng(907)
     const rows = new Map<number, { indices: Uint32Array; values: Float32Array }>()
@@ -968,42 +977,43 @@ describe('sparse index: posting lists', () => {
       index.add(row, v)
       rows.set(row, v)
     }
-    const listOf = (term: number) => {
-      const c = index.capture()
-      const i = [...c.terms].indexOf(term)
-      return { rows: c.rows[i], weights: c.weights[i], len: c.lens[i] }
-    }
     for (let t = 0; t < SPREAD.length; t++) {
-      const l = listOf(t)
-      assert.equal(l.len, Math.ceil(1200 / SPREAD[t]))
-      assert.equal(l.rows.length, l.weights.length)
-      assert.ok(l.rows.length >= l.len)
+      const l = listOf(index, t)
+      const expectedRows = Array.from({ length: Math.ceil(1200 / SPREAD[t]) }, (_, j) => j * SPREAD[t])
+      assert.equal(l.len, expectedRows.length)
+      assert.deepEqual(l.rows, expectedRows)
+      assert.ok(l.weights.length >= l.len)
       // Room grows by half past 64 entries: at most half again what the list holds (the first 4 aside).
-      assert.ok(l.rows.length <= Math.max(4, 2 * l.len), `term ${t}: ${l.rows.length} for ${l.len}`)
-      if (l.rows.length > 64) assert.ok(l.rows.length <= Math.ceil(1.5 * l.len), `term ${t}: ${l.rows.length} for ${l.len}`)
-      // Past 16 entries of room, one buffer: the rows, then the weights.
-      if (l.rows.length > 16) {
-        assert.equal(l.rows.buffer, l.weights.buffer, `term ${t}`)
-        assert.equal(l.weights.byteOffset, l.rows.length * 4)
-        assert.equal(l.rows.buffer.byteLength, l.rows.length * 8)
+      assert.ok(l.weights.length <= Math.max(4, 2 * l.len), `term ${t}: ${l.weights.length} for ${l.len}`)
+      if (l.weights.length > 64) assert.ok(l.weights.length <= Math.ceil(1.5 * l.len), `term ${t}: ${l.weights.length} for ${l.len}`)
+      // Each row a byte or two: the difference from the row before (the first from row 0), zigzag coded, as a varint.
+      const used = encodeRows(expectedRows).length
+      assert.equal(used, expectedRows.reduce((n, row, j) => n + (2 * (row - (j === 0 ? 0 : expectedRows[j - 1])) < 128 ? 1 : 2), 0))
+      assert.ok(l.bytes.length >= used && l.bytes.length <= Math.max(8, 2 * used + 2), `term ${t}: ${l.bytes.length} bytes for ${used}`)
+      // Past 16 entries or 64 bytes of room, one buffer: the weights, then the rows.
+      if (l.weights.length > 16 || l.bytes.length > 64) {
+        assert.equal(l.bytes.buffer, l.weights.buffer, `term ${t}`)
+        assert.equal(l.bytes.byteOffset, l.weights.length * 4)
+        assert.equal(l.bytes.buffer.byteLength, l.weights.length * 4 + l.bytes.length)
       } else {
-        assert.notEqual(l.rows.buffer, l.weights.buffer, `term ${t}`)
+        assert.notEqual(l.bytes.buffer, l.weights.buffer, `term ${t}`)
       }
     }
     const queries = [[0], [0, 5], [3, 4], [5, 6], [1, 2, 5], [6]].map((terms) => ({ indices: Uint32Array.from(terms), values: Float32Array.from(terms, (_, i) => 1 + i / 2) }))
     for (const q of queries) assertAsBruteForce(index, rows, q)
     // Three rows in four deleted: term 0's list keeps 300 of 1,200 entries and shrinks on compaction.
-    const before = listOf(0).rows.length
+    const before = listOf(index, 0).weights.length
     for (let row = 0; row < 1200; row++) {
       if (row % 4 === 0) continue
       index.remove(row)
       rows.delete(row)
     }
     index.compact()
-    const after = listOf(0)
+    const after = listOf(index, 0)
     assert.equal(after.len, 300)
-    assert.ok(after.rows.length < before && after.rows.length <= 450, `${after.rows.length} after ${before}`)
-    assert.equal(after.rows.buffer, after.weights.buffer)
+    assert.deepEqual(after.rows, Array.from({ length: 300 }, (_, j) => 4 * j))
+    assert.ok(after.weights.length < before && after.weights.length <= 450, `${after.weights.length} after ${before}`)
+    assert.equal(after.bytes.buffer, after.weights.buffer)
     for (const q of queries) assertAsBruteForce(index, rows, q)
     // Rows added after compaction grow the shrunk lists again.
     for (let row = 1200; row < 1600; row++) {
@@ -1011,8 +1021,56 @@ describe('sparse index: posting lists', () => {
       index.add(row, v)
       rows.set(row, v)
     }
-    assert.equal(listOf(0).len, 700)
+    assert.equal(listOf(index, 0).len, 700)
+    assert.deepEqual(listOf(index, 0).rows, [...Array.from({ length: 300 }, (_, j) => 4 * j), ...Array.from({ length: 400 }, (_, j) => 1200 + j)])
     for (const q of [...queries, { indices: Uint32Array.of(7, 0), values: Float32Array.of(2, 1) }]) assertAsBruteForce(index, rows, q)
+  })
+
+  it('encodes rows in any order and of any size below MAX_ROWS, and compacts lists of mixed differences in place', () => {
+    const r = rng(4021)
+    // Differences of every varint length, both signs: rows up and down the whole range.
+    const rows = [0, 1, 0, 127, 128, 16383, 16384, 2 ** 21, 5, 2 ** 28, 3, MAX_ROWS - 1, 0, MAX_ROWS - 1, MAX_ROWS - 2]
+    for (let i = 0; i < 500; i++) rows.push(Math.floor(r() * (r() < 0.5 ? 300 : MAX_ROWS)))
+    const bytes = encodeRows(rows)
+    const back = new Uint32Array(rows.length)
+    decodeRows(bytes, rows.length, back)
+    assert.deepEqual([...back], rows)
+    // Zigzag: a difference of 0, -1, 1, -64 and 63 takes one byte, of 64 or -65 two.
+    assert.equal(encodeRows([0, 0, 63, 62, 125, 61]).length, 6)
+    assert.equal(encodeRows([64]).length, 2)
+    assert.equal(encodeRows([65, 0]).length, 4)
+
+    // An index whose rows arrive out of order (as after compaction reuses rows) and far apart.
+    const index = new SparseIndex({ blockEntries: 64 })
+    const live = new Map<number, { indices: Uint32Array; values: Float32Array }>()
+    const order = [900, 3, 70000, 4, 123456, 5, 2, 16384, 1, 600000]
+    for (let i = 0; i < 300; i++) order.push(1000 + Math.floor(r() * 200000))
+    for (const row of [...new Set(order)]) {
+      const terms = [0, ...(row % 2 === 0 ? [1] : []), ...(row % 3 === 0 ? [2] : [])]
+      const v = { indices: Uint32Array.from(terms), values: Float32Array.from(terms, () => Math.round(r() * 40) / 10 + 0.1) }
+      index.add(row, v)
+      live.set(row, v)
+    }
+    assert.deepEqual(listOf(index, 0).rows, [...live.keys()])
+    const queries = [[0], [1], [2], [0, 1, 2]].map((ts) => ({ indices: Uint32Array.from(ts), values: Float32Array.from(ts, (_, i) => 1 + i) }))
+    for (const q of queries) assertAsBruteForce(index, live, q)
+    // Every other row deleted, compacted, and rows added again below the largest.
+    let k = 0
+    for (const row of [...live.keys()]) if (k++ % 2 === 1) {
+      index.remove(row)
+      live.delete(row)
+    }
+    index.compact()
+    assert.deepEqual(listOf(index, 0).rows, [...live.keys()])
+    for (const q of queries) assertAsBruteForce(index, live, q)
+    for (const row of [7, 600001, 8]) {
+      const v = { indices: Uint32Array.of(0, 1), values: Float32Array.of(1.5, 0.5) }
+      index.add(row, v)
+      live.set(row, v)
+    }
+    assert.deepEqual(listOf(index, 0).rows, [...live.keys()])
+    for (const q of queries) assertAsBruteForce(index, live, q)
+    assert.throws(() => index.add(MAX_ROWS, { indices: Uint32Array.of(0), values: Float32Array.of(1) }), /rows below 1073741824/)
   })
 
   it("copies a restored snapshot's list out into a buffer of its own the first time it grows", () => {
@@ -1035,12 +1093,14 @@ describe('sparse index: posting lists', () => {
     const postings = { terms, offsets: postingOffsets, rows: Uint32Array.from(lists.flat(), (e) => e[0]), weights: Float32Array.from(lists.flat(), (e) => e[1]) }
     const index = new SparseIndex({ blockEntries: 64 })
     index.restore(Uint32Array.from({ length: 40 }, (_, i) => i), vectors, postings, 40)
-    const listOf = (term: number) => {
-      const c = index.capture()
-      const i = [...c.terms].indexOf(term)
-      return { rows: c.rows[i], weights: c.weights[i], len: c.lens[i] }
+    assert.equal(listOf(index, 0).weights.buffer, postings.weights.buffer, "a restored list's weights are a view of the snapshot's array")
+    // The rows of every list encoded back to back in one array, each list's exactly as long as its rows take.
+    const restored = listOf(index, 0).bytes.buffer
+    assert.equal(listOf(index, 2).bytes.buffer, restored)
+    for (const term of [0, 1, 2]) {
+      assert.deepEqual(listOf(index, term).rows, lists[term].map((e) => e[0]))
+      assert.equal(listOf(index, term).bytes.length, encodeRows(lists[term].map((e) => e[0])).length)
     }
-    assert.equal(listOf(0).rows.buffer, postings.rows.buffer, "a restored list is a view of the snapshot's arrays")
     const queries = [[0], [1], [2, 0], [0, 1, 2, 3]].map((ts) => ({ indices: Uint32Array.from(ts), values: Float32Array.from(ts, (_, i) => 1 + i) }))
     for (const q of queries) assertAsBruteForce(index, rows, q)
     for (let row = 40; row < 45; row++) {
@@ -1049,13 +1109,16 @@ describe('sparse index: posting lists', () => {
       rows.set(row, v)
     }
     for (const term of [0, 2]) {
-      const l = listOf(term)
-      assert.notEqual(l.rows.buffer, postings.rows.buffer, `term ${term}`)
+      const l = listOf(index, term)
+      assert.notEqual(l.weights.buffer, postings.weights.buffer, `term ${term}`)
       assert.equal(l.len, term === 0 ? 45 : 6)
+      assert.deepEqual(l.rows, [...lists[term].map((e) => e[0]), 40, 41, 42, 43, 44])
     }
     // Term 0 outgrew the snapshot's 40 entries: twice that (doubling below 64), in one buffer.
-    assert.equal(listOf(0).rows.buffer, listOf(0).weights.buffer)
-    assert.equal(listOf(0).rows.length, 80)
+    assert.equal(listOf(index, 0).bytes.buffer, listOf(index, 0).weights.buffer)
+    assert.equal(listOf(index, 0).weights.length, 80)
+    // Term 1, which took no row, is still a view of the restore's array.
+    assert.equal(listOf(index, 1).bytes.buffer, restored)
     // The snapshot's arrays are as they were.
     assert.deepEqual([...postings.rows.subarray(0, 40)], Array.from({ length: 40 }, (_, i) => i))
     for (const q of queries) assertAsBruteForce(index, rows, q)
@@ -1114,7 +1177,7 @@ describe('embedded vector store: snapshot postings', () => {
   function capture(rowsEnd: number, liveRows: number[], lists: [term: number, entries: [row: number, weight: number][]][]) {
     const postings = {
       terms: Uint32Array.from(lists.map(([term]) => term)),
-      rows: lists.map(([, e]) => Uint32Array.from([...e.map(([r]) => r), 77, 78])),
+      bytes: lists.map(([, e]) => encodeRows([...e.map(([r]) => r), 77, 78])),
       weights: lists.map(([, e]) => Float32Array.from([...e.map(([, w]) => w), 9, 9])),
       lens: Uint32Array.from(lists.map(([, e]) => e.length)),
     }
@@ -1187,7 +1250,7 @@ describe('vector snapshot file: ids and payloads', () => {
       dims: 2, rowsEnd: n, rows: Int32Array.from({ length: n }, (_, i) => i), inGraph: new Uint8Array(n), norms: new Float32Array(n).fill(1),
       dense: [new Uint8Array(n * 2 * 4)],
       sparse: { indices: [new Uint32Array(0)], values: [new Float32Array(0)], block: new Int32Array(n), start: new Uint32Array(n), len: new Uint32Array(n), read: () => {} },
-      postings: { terms: new Uint32Array(0), rows: [], weights: [], lens: new Uint32Array(0) },
+      postings: { terms: new Uint32Array(0), bytes: [], weights: [], lens: new Uint32Array(0) },
       chunkIds, docIds, chunkIndex: Int32Array.from({ length: n }, (_, i) => i),
       payloads: expected.map((p, i) => refs.get(i) ?? (i % 3 === 0 ? Buffer.from(JSON.stringify(p), 'utf8') : (structuredClone(p) as unknown as ChunkPayload))),
       readPayloads: (from, into) => {
