@@ -111,13 +111,8 @@ export async function postingSections(c: Pick<SnapshotCapture, 'rows' | 'rowsEnd
   let kept = 0
   let w = 0
   /** A list's rows, decoded (grown to the longest list). */
-  let rows = new Uint32Array(256)
-  const rowsOf = (t: number): Uint32Array => {
-    const len = p.lens[t]
-    if (rows.length < len) rows = new Uint32Array(Math.max(len, 2 * rows.length))
-    decodeRows(p.bytes[t], len, rows)
-    return rows
-  }
+  let rows: Uint32Array = new Uint32Array(256)
+  const rowsOf = (t: number): Uint32Array => (rows = decodeRows(p.bytes[t], p.lens[t], rows))
   let sliceStart = performance.now()
   for (let t = 0; t < p.terms.length; t++) {
     if ((t & 63) === 0 && performance.now() - sliceStart >= sliceMs) {

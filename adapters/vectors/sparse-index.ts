@@ -99,8 +99,12 @@ export function encodeRows(rows: ArrayLike<number>): Uint8Array {
   return out
 }
 
-/** The first `len` rows of a list's bytes (encodeRows) into `into`, which holds at least len. */
-export function decodeRows(bytes: Uint8Array, len: number, into: Uint32Array): void {
+/**
+ * The first `len` rows of a list's bytes (encodeRows), written into `into` and returned; into a new array, twice as
+ * long or len, when `into` holds fewer (a scratch array grown as lists need).
+ */
+export function decodeRows(bytes: Uint8Array, len: number, into: Uint32Array): Uint32Array {
+  if (into.length < len) into = new Uint32Array(Math.max(len, 2 * into.length))
   let pos = 0
   let row = 0
   for (let j = 0; j < len; j++) {
@@ -113,6 +117,7 @@ export function decodeRows(bytes: Uint8Array, len: number, into: Uint32Array): v
     row += (z >>> 1) ^ -(z & 1)
     into[j] = row
   }
+  return into
 }
 
 /**
@@ -517,7 +522,7 @@ export class SparseIndex {
     if (this.deadEntries === 0) return
     const live = this.live
     /** A list's rows, decoded (grown to the longest list). */
-    let rows = new Uint32Array(256)
+    let rows: Uint32Array = new Uint32Array(256)
     for (const [term, p] of this.postings) {
       if (p.df === 0) {
         this.postings.delete(term)
@@ -526,8 +531,7 @@ export class SparseIndex {
       if (p.df === p.len) continue
       // Decoded, then rewritten in place: the kept entries' differences (each the sum of those it replaces) take no
       // more bytes than the list held.
-      if (rows.length < p.len) rows = new Uint32Array(Math.max(p.len, 2 * rows.length))
-      decodeRows(p.bytes, p.len, rows)
+      rows = decodeRows(p.bytes, p.len, rows)
       const { bytes, weights } = p
       let w = 0
       let written = 0
