@@ -18,7 +18,7 @@ import { createTempDatabase } from '../helpers/pg.ts'
 import { serviceUrl, skipUnless } from '../helpers/services.ts'
 import { startS3rver } from '../helpers/s3rver.ts'
 import { waitFor } from '../helpers/wait.ts'
-import { buildSourceKb, listAll, snapshot } from '../plugins/transfer/transfer.suite.ts'
+import { assertSameAcrossStores, buildSourceKb, listAll, snapshot } from '../plugins/transfer/transfer.suite.ts'
 import { runCli, startCli } from './helpers.ts'
 
 type Json = any
@@ -170,8 +170,8 @@ describe('quarry migrate between the embedded engines and the services', { skip:
     const bDirect = { ...bSettings, s3: { ...bSettings.s3, endpoint: s3.endpoint } }
     const b = await startApp(t, { settings: { ...bDirect, connectors: { egress: { allow: ['127.0.0.1/32'] } } } })
     assert.equal(b.app.adapters.vectors.name, 'pgvector')
-    assert.deepEqual(await snapshot(b, src.kb, src.queries, acrossStores), beforeAcross)
-    assert.deepEqual(await snapshot(b, 'another', ['ledgers and inventories'], acrossStores), beforeOtherAcross)
+    assertSameAcrossStores(await snapshot(b, src.kb, src.queries, acrossStores), beforeAcross)
+    assertSameAcrossStores(await snapshot(b, 'another', ['ledgers and inventories'], acrossStores), beforeOtherAcross)
     const sqlB = b.app.adapters.sql
     assert.deepEqual((await sqlB.query<Json>('SELECT user_id, role FROM kb_members WHERE kb_id = $1 ORDER BY user_id', [src.kb])).map((r: Json) => [r.user_id, r.role]),
       [['u-owner', 'owner'], ['u-viewer', 'viewer']])

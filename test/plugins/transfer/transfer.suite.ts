@@ -176,6 +176,33 @@ export async function snapshot(svc: StartedApp, kb: string, queries: string[], o
  * An answer as groups of equal scores (the order inside a tie is the store's choice): each group's results, sorted;
  * the last group of a full list only by its score and size, since the cut may fall inside the tie.
  */
+/**
+ * How far apart two vector stores' rounded similarity scores may be: pgvector sums a cosine in f32, the embedded store
+ * in f64, and a difference of 1e-7 moves a score that lies on a rounding boundary to the next 1e-4 (a fresh-clone CI
+ * run, 2026-12-03: 0.1647 against 0.1646). One step of the rounding, with room for its float error.
+ */
+const ACROSS_STORES_SCORE = 1.5e-4
+
+/**
+ * Two snapshots (`snapshot`, acrossStores) taken from different vector stores: equal, but for the scores of the
+ * similarity answers, each within ACROSS_STORES_SCORE of the other's.
+ */
+export function assertSameAcrossStores(actual: Json, expected: Json): void {
+  const split = (s: Json) => {
+    const scores: number[] = []
+    const searches: Json = {}
+    for (const [key, value] of Object.entries(s.searches as Json)) {
+      searches[key] = key.startsWith('similarity') ? (value as [number, Json][]).map(([score, keys]) => (scores.push(score), keys)) : value
+    }
+    return { rest: { ...s, searches }, scores }
+  }
+  const a = split(actual)
+  const e = split(expected)
+  assert.deepEqual(a.rest, e.rest)
+  assert.equal(a.scores.length, e.scores.length)
+  a.scores.forEach((score, i) => assert.ok(Math.abs(score - e.scores[i]) <= ACROSS_STORES_SCORE, `similarity score ${i}: ${score} against ${e.scores[i]}`))
+}
+
 export function answer(results: { key: string; score: number }[], topK: number): Json[] {
   const groups: { score: number; keys: string[] }[] = []
   for (const r of results) {
