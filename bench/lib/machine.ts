@@ -60,3 +60,20 @@ export function highWaterBytes(): number | null {
     return null
   }
 }
+
+/**
+ * CPU time another process of this machine has used so far, all its threads, exited ones included (user + system,
+ * ms; /proc/<pid>/stat's utime and stime, in ticks of 10 ms); null off Linux or once the process is gone.
+ */
+export function processCpuMs(pid: number): number | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    // The name is between the first '(' and the last ')' (it may hold spaces); utime and stime are the 14th and
+    // 15th fields, the 12th and 13th after it.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    const ticks = Number(fields[11]) + Number(fields[12])
+    return Number.isFinite(ticks) ? ticks * 10 : null
+  } catch {
+    return null
+  }
+}

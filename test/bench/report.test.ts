@@ -91,10 +91,10 @@ const byMetric = (cs: Comparison[], metric: string) => {
 
 describe('normalisation of each benchmark', () => {
   it('kernel: req/s against bare uWebSockets.js with the 0.95 target (issue 40); Fastify and node:http shown, not gated', () => {
-    const side = (rps: number) => ({ rps_median: rps, rps_min: rps - 100, rps_max: rps + 100, p99_ms_median: 4 })
+    const side = (rps: number, cpu = 10) => ({ rps_median: rps, rps_min: rps - 100, rps_max: rps + 100, p99_ms_median: 4, cpu_us_per_request_median: cpu, cpu_us_per_request_min: cpu - 1, cpu_us_per_request_max: cpu + 1 })
     const raw = { name: 'kernel', machine: { cpu: 'x', cores: 2, node: 'v20' }, sizes: { rounds: 3 }, results: {
-      get: { quarry: side(30000), node_http: side(20000), fastify: side(12000), uws: side(31000) },
-      post: { quarry: side(15000), node_http: side(12000), fastify: side(10000), uws: side(17000) },
+      get: { quarry: side(30000, 11), node_http: side(20000), fastify: side(12000), uws: side(31000, 10) },
+      post: { quarry: side(15000, 15.6), node_http: side(12000), fastify: side(10000), uws: side(17000, 15) },
     } }
     const n = normalise('kernel', raw)
     const get = byMetric(n.comparisons, 'GET req/s vs bare uWebSockets.js')
@@ -110,8 +110,25 @@ describe('normalisation of each benchmark', () => {
     assert.deepEqual([node.ratio, node.target, node.tracked], [1.25, undefined, false])
     assert.equal(byMetric(n.comparisons, 'GET p99 latency vs Fastify').tracked, false)
     assert.deepEqual(n.sizes, { rounds: 3 })
-    // Only the two rows against the ceiling carry a target.
-    assert.deepEqual(n.comparisons.filter((c) => c.target !== undefined).map((c) => c.metric), ['GET req/s vs bare uWebSockets.js', 'POST req/s vs bare uWebSockets.js'])
+    // The server's CPU per request against bare uWS's, lower is better, at most 1.05x (the issue's 5 %).
+    const getCpu = byMetric(n.comparisons, 'GET server CPU per request vs bare uWebSockets.js')
+    assert.deepEqual([getCpu.ours, getCpu.baseline, getCpu.higher_is_better, getCpu.target, getCpu.target_of, getCpu.met], [11, 10, false, 1.05, 'factor', false])
+    assert.deepEqual([getCpu.ours_range, getCpu.baseline_range], [[10, 12], [9, 11]])
+    const postCpu = byMetric(n.comparisons, 'POST server CPU per request vs bare uWebSockets.js')
+    assert.deepEqual([factorOf(postCpu), postCpu.met], [1.04, true])
+    // Only the rows against the ceiling carry a target.
+    assert.deepEqual(n.comparisons.filter((c) => c.target !== undefined).map((c) => c.metric), [
+      'GET req/s vs bare uWebSockets.js', 'GET server CPU per request vs bare uWebSockets.js',
+      'POST req/s vs bare uWebSockets.js', 'POST server CPU per request vs bare uWebSockets.js',
+    ])
+  })
+
+  it('kernel: a result without CPU figures (off Linux, or from before them) has no CPU rows and no note about them', () => {
+    const side = (rps: number) => ({ rps_median: rps, rps_min: rps, rps_max: rps, p99_ms_median: 4 })
+    const n = normalise('kernel', { results: { get: { quarry: side(9), node_http: side(5), fastify: side(4), uws: side(10) } } })
+    assert.equal(n.comparisons.some((c) => c.metric.includes('CPU')), false)
+    assert.equal(n.notes.some((x) => x.includes('CPU')), false)
+    assert.equal(byMetric(n.comparisons, 'GET req/s vs bare uWebSockets.js').ratio, 0.9)
   })
 
   it('chunk and dedup: MB/s against their baselines', () => {
