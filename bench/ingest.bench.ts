@@ -28,7 +28,7 @@ import { createLogger } from '../kernel/log.ts'
 import { defaultPlugins } from '../kernel/plugins.ts'
 import { STAGES, type PipelineMetrics } from '../plugins/docs/pipeline.ts'
 import type { GeneratedDoc } from './lib/corpus.ts'
-import { highWaterBytes, highWaterSinceStart, machine, median, resetHighWater, round } from './lib/machine.ts'
+import { cpuMsOfStat, highWaterBytes, highWaterSinceStart, machine, median, resetHighWater, round } from './lib/machine.ts'
 import { progress } from './lib/progress.ts'
 import { startUploadClient } from './lib/upload-client.ts'
 import { computePoolNote } from './report/normalise.ts'
@@ -73,15 +73,12 @@ function threadCpuMs(): Map<number, ThreadCpu> {
   } catch {
     return out
   }
-  const tick = 1000 / 100 // USER_HZ is 100 on Linux
   for (const tid of tids) {
     try {
       const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8')
-      // The name is between the first '(' and the last ')' (it may hold spaces); utime and stime are the 12th and
-      // 13th fields after it.
+      // The name is between the first '(' and the last ')' (it may hold spaces).
       const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      const t: ThreadCpu = { ms: (Number(f[11]) + Number(f[12])) * tick, name }
+      const t: ThreadCpu = { ms: cpuMsOfStat(stat), name }
       // schedstat: ns on a core, ns waiting on a run queue, timeslices.
       const wait = Number(readFileSync(`/proc/self/task/${tid}/schedstat`, 'utf8').split(' ')[1])
       if (Number.isFinite(wait)) t.waitMs = wait / 1e6

@@ -62,17 +62,23 @@ export function highWaterBytes(): number | null {
 }
 
 /**
+ * CPU time in a /proc `stat` line (a process's or a thread's), user + system, ms. The name is between the first '('
+ * and the last ')' and may hold spaces; utime and stime are the 14th and 15th fields, the 12th and 13th after it, in
+ * ticks of 10 ms (USER_HZ is 100 on Linux).
+ */
+export function cpuMsOfStat(stat: string): number {
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  return (Number(fields[11]) + Number(fields[12])) * 10
+}
+
+/**
  * CPU time another process of this machine has used so far, all its threads, exited ones included (user + system,
- * ms; /proc/<pid>/stat's utime and stime, in ticks of 10 ms); null off Linux or once the process is gone.
+ * ms; /proc/<pid>/stat); null off Linux or once the process is gone.
  */
 export function processCpuMs(pid: number): number | null {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-    // The name is between the first '(' and the last ')' (it may hold spaces); utime and stime are the 14th and
-    // 15th fields, the 12th and 13th after it.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-    const ticks = Number(fields[11]) + Number(fields[12])
-    return Number.isFinite(ticks) ? ticks * 10 : null
+    const ms = cpuMsOfStat(readFileSync(`/proc/${pid}/stat`, 'utf8'))
+    return Number.isFinite(ms) ? ms : null
   } catch {
     return null
   }

@@ -5,7 +5,7 @@ import { once } from 'node:events'
 import { readFileSync } from 'node:fs'
 import { describe, it } from 'node:test'
 import { parseWrk } from '../../bench/kernel.bench.ts'
-import { processCpuMs } from '../../bench/lib/machine.ts'
+import { cpuMsOfStat, processCpuMs } from '../../bench/lib/machine.ts'
 
 const WRK_OUT = `Running 3s test @ http://127.0.0.1:18434/ping
   1 threads and 64 connections
@@ -54,9 +54,7 @@ describe('kernel bench readings', () => {
       // The two clocks agree to a few ticks of 10 ms...
       assert.ok(Math.abs(read - own) <= 40, `read ${read} ms, the child's own count ${own} ms`)
       // ...and the exited worker's time is in both: the main thread alone used much less.
-      const stat = readFileSync(`/proc/${child.pid}/task/${child.pid}/stat`, 'utf8')
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      const mainMs = (Number(fields[11]) + Number(fields[12])) * 10
+      const mainMs = cpuMsOfStat(readFileSync(`/proc/${child.pid}/task/${child.pid}/stat`, 'utf8'))
       assert.ok(read - mainMs > 50, `read ${read} ms, the main thread ${mainMs} ms`)
     } finally {
       child.kill()

@@ -173,10 +173,6 @@ export async function snapshot(svc: StartedApp, kb: string, queries: string[], o
 }
 
 /**
- * An answer as groups of equal scores (the order inside a tie is the store's choice): each group's results, sorted;
- * the last group of a full list only by its score and size, since the cut may fall inside the tie.
- */
-/**
  * How far apart two vector stores' rounded similarity scores may be: pgvector sums a cosine in f32, the embedded store
  * in f64, and a difference of 1e-7 moves a score that lies on a rounding boundary to the next 1e-4 (a fresh-clone CI
  * run, 2026-12-03: 0.1647 against 0.1646). One step of the rounding, with room for its float error.
@@ -203,6 +199,10 @@ export function assertSameAcrossStores(actual: Json, expected: Json): void {
   a.scores.forEach((score, i) => assert.ok(Math.abs(score - e.scores[i]) <= ACROSS_STORES_SCORE, `similarity score ${i}: ${score} against ${e.scores[i]}`))
 }
 
+/**
+ * An answer as groups of equal scores (the order inside a tie is the store's choice): each group's results, sorted;
+ * the last group of a full list only by its score and size, since the cut may fall inside the tie.
+ */
 export function answer(results: { key: string; score: number }[], topK: number): Json[] {
   const groups: { score: number; keys: string[] }[] = []
   for (const r of results) {
